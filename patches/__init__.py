@@ -1,0 +1,1 @@
+"""Version-scoped source patches; see index.yaml."""

@@ -1,0 +1,1 @@
+"""Data tables (per CUDA version, per PyTorch version range)."""

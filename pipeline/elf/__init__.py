@@ -1,0 +1,1 @@
+"""ELF post-processing: rpaths, vendoring, fatbin inspection."""

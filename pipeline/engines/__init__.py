@@ -1,0 +1,1 @@
+"""Build engines: conda-build and rattler-build behind one protocol."""

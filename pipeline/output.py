@@ -1,0 +1,30 @@
+"""Shared CLI output helpers: --json, --dry-run and rich printing in one place."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+console = Console(stderr=False, highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def json_option(func: F) -> F:
+    """Add --json: print a machine-readable result instead of tables."""
+    return click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")(func)
+
+
+def dry_run_option(func: F) -> F:
+    """Add --dry-run: say what would change without changing anything."""
+    return click.option("--dry-run", is_flag=True, help="Show what would be done; change nothing.")(func)
+
+
+def print_json(data: Any) -> None:
+    """Print JSON deterministically (sorted keys, paths as strings)."""
+    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))

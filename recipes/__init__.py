@@ -1,0 +1,1 @@
+"""Recipe templates shipped with condapipe (one folder per package family)."""
