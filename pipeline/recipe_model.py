@@ -1,0 +1,168 @@
+"""RecipeModel: the one internal description of a conda recipe, rendered to both formats.
+
+Families (pytorch, magma, cuda-smoke, ...) build a RecipeModel from a BuildSpec; the writers in
+`condapipe.render` turn it into v0 (meta.yaml + build.sh + conda_build_config.yaml) for conda-build
+and v1 (recipe.yaml + build.sh + variants.yaml) for rattler-build. Keeping one model means a recipe
+feature exists in both formats or in neither.
+
+Two small conventions keep the model format-neutral:
+- Strings may reference variant keys as ``{{ key }}`` (e.g. ``"{{ magma_package }}"``); the v0 writer
+  keeps them, the v1 writer turns them into ``${{ key }}``, and build.sh reads them as ``${key}``.
+- Conditions are data (`When`), not selector text; each writer spells them in its own syntax.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+VARIANT_REF = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+# Target platforms a When may name; the writers map them to selector words.
+PLATFORMS: tuple[str, ...] = ("linux-64", "linux-aarch64")
+
+
+@dataclass(frozen=True)
+class When:
+    """A condition on the target platform, the Python variant and/or the CUDA variant.
+
+    Empty fields mean "any"; set fields must all hold. `cuda` lists `cuda_version` variant values
+    ("cpu" for the CPU variant), so one recipe with a mixed matrix can include a line only where it
+    belongs.
+    """
+
+    platforms: tuple[str, ...] = ()
+    python: str = ""  # PEP 440 specifier on the Python variant, e.g. ">=3.9"
+    cuda: tuple[str, ...] = ()
+
+    @property
+    def always(self) -> bool:
+        return not (self.platforms or self.python or self.cuda)
+
+
+ALWAYS = When()
+
+
+@dataclass(frozen=True)
+class Dep:
+    """One requirement line: a match spec (may hold ``{{ key }}`` refs) and when it applies."""
+
+    spec: str
+    when: When = ALWAYS
+
+
+@dataclass(frozen=True)
+class Requirements:
+    """Dependencies per environment, in the order they are written."""
+
+    build: tuple[Dep, ...] = ()
+    host: tuple[Dep, ...] = ()
+    run: tuple[Dep, ...] = ()
+    run_constrained: tuple[Dep, ...] = ()
+
+
+@dataclass(frozen=True)
+class Patch:
+    """A patch file copied into the recipe dir and listed in source.patches."""
+
+    name: str  # file name inside the recipe dir
+    origin: Path  # file to copy from
+    when: When = ALWAYS
+
+
+@dataclass(frozen=True)
+class SourceRef:
+    """Exactly one of: git (url + rev, submodules fetched), a local path, or a tarball url + sha256."""
+
+    git_url: str | None = None
+    git_rev: str | None = None
+    path: Path | None = None
+    url: str | None = None
+    sha256: str | None = None
+    patches: tuple[Patch, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        if self.git_url:
+            return "git"
+        if self.path is not None:
+            return "path"
+        return "url"
+
+
+@dataclass(frozen=True)
+class Script:
+    """build.sh: exported env (values may hold ``{{ key }}`` refs) followed by a bash body."""
+
+    env: tuple[tuple[str, str], ...] = ()
+    body: str = ""
+
+
+@dataclass(frozen=True)
+class Tests:
+    """What the package must pass after building: imports, shell commands, extra test deps."""
+
+    imports: tuple[str, ...] = ()
+    commands: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class About:
+    home: str = ""
+    license: str = ""
+    license_file: str = ""
+    summary: str = ""
+    dev_url: str = ""
+
+
+@dataclass(frozen=True)
+class Variants:
+    """The variant matrix: ordered key -> values, plus groups of keys that vary together."""
+
+    keys: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    zip_keys: tuple[tuple[str, ...], ...] = ()
+
+    def as_dict(self) -> dict[str, tuple[str, ...]]:
+        return dict(self.keys)
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(k for k, _ in self.keys)
+
+
+@dataclass(frozen=True)
+class ExtraFile:
+    """A file placed in the recipe dir: either copied from `origin` or written from `text`."""
+
+    name: str
+    origin: Path | None = None
+    text: str | None = None
+
+
+@dataclass(frozen=True)
+class RecipeModel:
+    """Everything a recipe says, independent of the recipe format."""
+
+    name: str  # may be a ``{{ key }}`` ref when the name varies with the matrix (magma-cudaXY)
+    version: str
+    build_number: int
+    source: SourceRef
+    script: Script
+    requirements: Requirements = field(default_factory=Requirements)
+    build_string: str | None = None  # may hold ``{{ key }}`` refs; None: the tool's default
+    tests: Tests = field(default_factory=Tests)
+    about: About = field(default_factory=About)
+    variants: Variants = field(default_factory=Variants)
+    extra_files: tuple[ExtraFile, ...] = ()
+    # Big CUDA libraries: scanning them for the build prefix is slow and pointless.
+    detect_binary_prefix: bool = True
+    missing_dso_allowlist: tuple[str, ...] = ()
+
+
+def variant_refs(text: str) -> tuple[str, ...]:
+    """The variant keys a model string references, in order of first use."""
+    seen: dict[str, None] = {}
+    for match in VARIANT_REF.finditer(text):
+        seen.setdefault(match.group(1), None)
+    return tuple(seen)
