@@ -17,6 +17,7 @@ from condapipe.errors import CondapipeError
 
 # Module names under condapipe.commands, in --help order.
 COMMAND_MODULES: tuple[str, ...] = (
+    "patches",
 )
 
 

@@ -1,0 +1,144 @@
+"""`condapipe patches list|check`: show which source fixes a build gets, and test them on a tree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from condapipe.errors import BuildFailed, UsageError
+from condapipe.output import console, json_option, print_json
+from condapipe.patch_catalog import PLATFORMS, Catalog, PatchEntry, applicable, load_catalog, parse_version
+from condapipe.patch_check import FAILS, check_entries
+from rich.markup import escape
+from rich.table import Table
+
+
+def _parse_for(text: str) -> tuple[str, str | None]:
+    """'pytorch==1.13.0' -> ('pytorch', '1.13.0'); 'pytorch' -> ('pytorch', None)."""
+    name, sep, version = text.partition("==")
+    name = name.strip()
+    if not name or (sep and not version.strip()) or any(c in name for c in "<>=!~ "):
+        raise UsageError(f"--for expects PACKAGE or PACKAGE==VERSION (e.g. pytorch==1.13.0), got {text!r}")
+    if sep:
+        parse_version(version.strip())
+        return name, version.strip()
+    return name, None
+
+
+def _select(catalog: Catalog, target: str | None, cuda: str | None, platform: str) -> list[PatchEntry]:
+    if target is None:
+        return list(catalog.entries)
+    package, version = _parse_for(target)
+    if package not in catalog.packages():
+        known = ", ".join(catalog.packages())
+        raise UsageError(f"no patches are catalogued for {package!r}; known packages: {known}")
+    if version is None:
+        return [e for e in catalog.entries if e.package == package]
+    return applicable(package, version, cuda, platform, catalog=catalog)
+
+
+def _scope(entry: PatchEntry) -> str:
+    parts = [f"{entry.package} {entry.versions or '(all)'}"]
+    parts.append(f"cuda {entry.cuda}" if entry.cuda else "cpu+cuda")
+    parts.append(",".join(entry.platforms))
+    return "; ".join(parts)
+
+
+def _what(entry: PatchEntry) -> str:
+    if entry.patch_file is not None:
+        return f"{entry.package}/{entry.patch_file.name}"
+    return " ".join(f"{k}={v}" for k, v in entry.env)
+
+
+_for = click.option(
+    "--for",
+    "target",
+    metavar="PACKAGE[==VERSION]",
+    help="Only what applies to this build, e.g. pytorch==1.13.0.",
+)
+_cuda = click.option("--cuda", default="cpu", show_default=True, help="CUDA version of the build, or cpu.")
+_platform = click.option(
+    "--platform", type=click.Choice(PLATFORMS), default="linux-64", show_default=True, help="Target platform."
+)
+_catalog = click.option(
+    "--catalog",
+    "catalog_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Use this index.yaml instead of the shipped catalog.",
+)
+
+
+@click.group(name="patches")
+def command() -> None:
+    """Version-scoped source fixes for pytorch and magma: list them, check them on a source tree."""
+
+
+@command.command(name="list")
+@_for
+@_cuda
+@_platform
+@_catalog
+@json_option
+def list_cmd(target: str | None, cuda: str, platform: str, catalog_path: Path | None, as_json: bool) -> None:
+    """Show the catalog, or what applies to one build and why."""
+    catalog = load_catalog(catalog_path)
+    entries = _select(catalog, target, cuda, platform)
+    if as_json:
+        print_json(
+            {"for": target, "cuda": cuda, "platform": platform, "entries": [e.to_dict() for e in entries]}
+        )
+        return
+    title = f"patches for {target} (cuda {cuda}, {platform})" if target else f"patch catalog {catalog.path}"
+    console.print(f"[bold]{title}[/]: {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}")
+    for e in entries:
+        console.print(f"[bold]{escape(e.id)}[/] ({e.kind}) {escape(_what(e))}", highlight=False)
+        console.print(f"    applies to: {_scope(e)}", markup=False)
+        console.print(f"    why: {e.reason}", markup=False)
+        console.print(f"    upstream: {e.upstream}", markup=False)
+
+
+@command.command(name="check")
+@click.option(
+    "--source",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Upstream source tree to dry-run the patches against (not modified).",
+)
+@_for
+@_cuda
+@_platform
+@_catalog
+@json_option
+def check_cmd(
+    source: Path, target: str | None, cuda: str, platform: str, catalog_path: Path | None, as_json: bool
+) -> None:
+    """Dry-run every applicable patch against a source tree: applies / already applied / fails."""
+    if target is None or "==" not in target:
+        raise UsageError("patches check needs --for PACKAGE==VERSION (e.g. --for pytorch==1.13.0)")
+    if not source.is_dir():
+        raise UsageError(f"--source {source} is not a directory")
+    catalog = load_catalog(catalog_path)
+    entries = _select(catalog, target, cuda, platform)
+    results = check_entries(entries, source)
+    failed = [r for r in results if r.status == FAILS]
+    if as_json:
+        print_json({"for": target, "cuda": cuda, "platform": platform, "source": str(source),
+                    "ok": not failed, "results": [r.to_dict() for r in results]})  # fmt: skip
+    else:
+        table = Table(title=f"patch check: {target} (cuda {cuda}, {platform}) on {source}")
+        for col in ("id", "status", "detail"):
+            table.add_column(col, overflow="fold")
+        for r in results:
+            style = {"fails": "red", "applies": "green", "already-applied": "yellow"}.get(r.status, "")
+            table.add_row(r.entry_id, f"[{style}]{r.status}[/]" if style else r.status, r.detail)
+        console.print(table)
+        for r in failed:
+            for hunk in r.rejected:
+                console.print(f"[red]rejected hunk[/] {r.entry_id}: {hunk.file} #{hunk.number}")
+                console.print(hunk.text, markup=False, highlight=False)
+        if not results:
+            console.print("nothing applies")
+    if failed:
+        names = ", ".join(r.entry_id for r in failed)
+        raise BuildFailed(f"{len(failed)} of {len(results)} patches do not apply to {source}: {names}")
