@@ -1,0 +1,99 @@
+"""The Engine protocol and the options every engine honours.
+
+condapipe drives two builders (conda-build and rattler-build) with one set of options so that a
+recipe rendered from one model builds the same way whichever engine the machine has.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from condapipe.errors import UsageError
+
+PACKAGE_FORMATS = ("conda", "tar.bz2")
+# zstd levels accepted by both engines for .conda, bzip2 levels for .tar.bz2.
+COMPRESSION_RANGES = {"conda": (1, 22), "tar.bz2": (1, 9)}
+
+V0_RECIPE = "meta.yaml"
+V1_RECIPE = "recipe.yaml"
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What the user asked of a build, independent of the engine that runs it."""
+
+    output_dir: Path
+    work_dir: Path
+    channels: tuple[str, ...] = ()  # the user's channels; the output dir always comes first
+    override_channels: bool = False  # use only the output dir and `channels`, never defaults
+    pythons: tuple[str, ...] = ()
+    package_format: str = "conda"
+    compression_level: int | None = None
+    run_tests: bool = True
+    target_platform: str | None = None
+    env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        if self.package_format not in PACKAGE_FORMATS:
+            raise UsageError(
+                f"unknown package format {self.package_format!r}; choose one of {', '.join(PACKAGE_FORMATS)}"
+            )
+        if self.compression_level is not None:
+            low, high = COMPRESSION_RANGES[self.package_format]
+            if not low <= self.compression_level <= high:
+                raise UsageError(
+                    f"compression level {self.compression_level} is out of range {low}..{high} "
+                    f"for {self.package_format} packages"
+                )
+
+    def all_channels(self) -> tuple[str, ...]:
+        """Channels in priority order: the output folder first, so fresh local builds win."""
+        own = str(self.output_dir.resolve())
+        return (own, *(c for c in self.channels if c != own))
+
+
+@dataclass(frozen=True)
+class EngineResult:
+    """What a finished build produced."""
+
+    engine: str
+    packages: tuple[Path, ...]
+    log_path: Path
+    seconds: float
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "engine": self.engine,
+            "packages": [str(p) for p in self.packages],
+            "log": str(self.log_path),
+            "seconds": round(self.seconds, 2),
+        }
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """A conda package builder condapipe can drive."""
+
+    name: str
+    recipe_file: str  # the recipe file this engine reads: meta.yaml (v0) or recipe.yaml (v1)
+
+    def available(self) -> bool:
+        """Whether this machine can run the engine at all."""
+        ...
+
+    def describe(self, recipe_dir: Path, options: BuildOptions) -> list[str]:
+        """The actions a build would take (for --dry-run), without running anything."""
+        ...
+
+    def build(self, recipe_dir: Path, options: BuildOptions) -> EngineResult:
+        """Build the recipe; raises BuildFailed (with a diagnosis of the log) when the build fails."""
+        ...
+
+
+def log_file_for(options: BuildOptions, recipe_name: str, engine: str) -> Path:
+    """A fresh log path under the work directory, one per build attempt."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return options.work_dir / "logs" / f"{recipe_name}-{engine}-{stamp}.log"

@@ -1,0 +1,136 @@
+"""conda-build engine: runs `conda build` on a v0 recipe (meta.yaml + conda_build_config.yaml).
+
+Users who already have conda get the builder the PyTorch project itself used. The adapter is
+only argv plumbing: every option of BuildOptions maps to a documented `conda build` flag, the
+package paths come from `conda build --output`, and the log is streamed and kept.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from functools import lru_cache
+from pathlib import Path
+
+from condapipe import diagnose
+from condapipe.engines.base import V0_RECIPE, BuildOptions, EngineResult, log_file_for
+from condapipe.engines.logs import BuildLog, stream_process
+from condapipe.errors import BuildFailed, EnvironmentProblem, UsageError
+
+PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
+
+
+@lru_cache(maxsize=8)
+def _conda_build_works(conda: str) -> bool:
+    try:
+        proc = subprocess.run(
+            [conda, "build", "--version"], capture_output=True, text=True, timeout=120, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0
+
+
+def find_conda() -> str | None:
+    """The `conda` executable that has the `build` subcommand, or None."""
+    conda = shutil.which("conda")
+    if conda and _conda_build_works(conda):
+        return conda
+    return None
+
+
+class CondaBuildEngine:
+    """Builds `meta.yaml` recipes with `conda build`."""
+
+    name = "conda-build"
+    recipe_file = V0_RECIPE
+
+    def available(self) -> bool:
+        return find_conda() is not None
+
+    def argv(self, conda: str, recipe_dir: Path, options: BuildOptions, *, output: bool = False) -> list[str]:
+        """The exact `conda build` command line for this recipe and these options."""
+        if options.package_format == "tar.bz2" and options.compression_level is not None:
+            raise UsageError("conda-build has no bzip2 compression level option; drop --compression-level")
+        args = [conda, "build", str(recipe_dir)]
+        if output:
+            args.append("--output")
+        args += ["--output-folder", str(options.output_dir.resolve())]
+        for channel in options.all_channels():
+            args += ["-c", channel]
+        if options.override_channels:
+            args.append("--override-channels")
+        for python in options.pythons:
+            args += ["--python", python]
+        variant_file = recipe_dir / "conda_build_config.yaml"
+        if variant_file.exists():
+            args += ["-m", str(variant_file)]
+        if options.target_platform:
+            args += ["--variants", f"{{target_platform: {options.target_platform}}}"]
+        args += ["--no-anaconda-upload", "--package-format", options.package_format]
+        if options.compression_level is not None:
+            args += ["--zstd-compression-level", str(options.compression_level)]
+        if not options.run_tests:
+            args.append("--no-test")
+        args += ["--croot", str((options.work_dir / "conda-bld").resolve())]
+        return args
+
+    def describe(self, recipe_dir: Path, options: BuildOptions) -> list[str]:
+        conda = find_conda() or "conda"
+        return [" ".join(self.argv(conda, recipe_dir, options))]
+
+    def expected_packages(self, conda: str, recipe_dir: Path, options: BuildOptions) -> list[Path]:
+        """Ask conda-build where the packages will land (`conda build --output`)."""
+        proc = subprocess.run(
+            self.argv(conda, recipe_dir, options, output=True),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise BuildFailed(f"`conda build --output` failed for {recipe_dir}: {tail[0]}")
+        lines = [line.strip() for line in proc.stdout.splitlines()]
+        paths = [Path(line) for line in lines if line.endswith(PACKAGE_SUFFIXES)]
+        if not paths:
+            raise BuildFailed(f"`conda build --output` named no package for {recipe_dir}")
+        return paths
+
+    def build(self, recipe_dir: Path, options: BuildOptions) -> EngineResult:
+        if not (recipe_dir / V0_RECIPE).is_file():
+            raise UsageError(f"{recipe_dir} has no {V0_RECIPE}; conda-build builds v0 recipes")
+        conda = find_conda()
+        if conda is None:
+            raise EnvironmentProblem(
+                "conda-build is not installed",
+                fix="`conda install conda-build`, or use --engine rattler-build",
+            )
+        from condapipe.engines.rattler_build import ensure_channel
+
+        ensure_channel(options.output_dir)
+        expected = self.expected_packages(conda, recipe_dir, options)
+        log_path = log_file_for(options, recipe_dir.resolve().name, self.name)
+        started = time.monotonic()
+        argv = self.argv(conda, recipe_dir, options)
+        with BuildLog(log_path) as log:
+            log.write("condapipe: " + " ".join(argv))
+            code = stream_process(argv, log, env=dict(os.environ))
+            log_path = log.path
+        if code != 0:
+            raise BuildFailed(
+                f"conda build exited with {code} for {recipe_dir}",
+                diagnosis=diagnose.summary(diagnose.diagnose_file(log_path)),
+                log_path=str(log_path),
+            )
+        missing = [p for p in expected if not p.is_file()]
+        if missing:
+            raise BuildFailed(
+                f"conda build succeeded but did not write {', '.join(map(str, missing))}",
+                log_path=str(log_path),
+            )
+        from condapipe.channel import index_channel
+
+        index_channel(options.output_dir)
+        return EngineResult(self.name, tuple(expected), log_path, time.monotonic() - started)
