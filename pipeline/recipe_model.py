@@ -93,10 +93,15 @@ class SourceRef:
 
 @dataclass(frozen=True)
 class Script:
-    """build.sh: exported env (values may hold ``{{ key }}`` refs) followed by a bash body."""
+    """build.sh: exported env (values may hold ``{{ key }}`` refs) followed by a bash body.
+
+    `passthrough` names variables the user may set when calling the build tool (MAX_JOBS,
+    CMAKE_ARGS, ...): both tools start scripts in a clean environment unless told otherwise.
+    """
 
     env: tuple[tuple[str, str], ...] = ()
     body: str = ""
+    passthrough: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
