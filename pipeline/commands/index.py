@@ -1,0 +1,29 @@
+"""`condapipe index DIR`: write repodata for every subdir of a local channel (py-rattler's indexer)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from condapipe.channel import index_channel
+from condapipe.output import console, dry_run_option, json_option, print_json
+from rich.table import Table
+
+
+@click.command("index")
+@click.argument("directory", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--force", is_flag=True, help="Re-read every package instead of only new ones.")
+@dry_run_option
+@json_option
+def command(directory: Path, force: bool, dry_run: bool, as_json: bool) -> None:
+    """Index the local conda channel DIRECTORY (repodata.json, .zst and shards per subdir)."""
+    result = index_channel(directory, force=force, dry_run=dry_run)
+    if as_json:
+        print_json({**result.to_dict(), "dry_run": dry_run})
+        return
+    table = Table(title=f"{'would index' if dry_run else 'indexed'} {result.channel}")
+    table.add_column("subdir")
+    table.add_column("packages", justify="right")
+    for subdir, count in result.subdirs.items():
+        table.add_row(subdir, str(count))
+    console.print(table)

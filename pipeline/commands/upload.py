@@ -1,0 +1,236 @@
+"""`condapipe upload`: publish packages to anaconda.org (--channel ORG) or a local channel (--to DIR)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+from condapipe.errors import BuildFailed, UsageError
+from condapipe.output import console, dry_run_option, err_console, json_option, print_json
+from condapipe.tokens import RedactingFilter, Token, resolve_token
+from condapipe.upload import (
+    Mode,
+    RetryPolicy,
+    collect_packages,
+    resolve_site_url,
+    upload_to_anaconda,
+    upload_to_directory,
+    verify_blockers,
+)
+from condapipe.upload_result import FileOutcome
+from rich.markup import escape
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+from rich.table import Table
+
+_LOGGERS = ("condapipe", "binstar", "urllib3", "requests")
+
+
+class _RichProgress:
+    """One byte-counting progress bar per file."""
+
+    def __init__(self, progress: Progress) -> None:
+        self._progress = progress
+        self._tasks: dict[str, int] = {}
+
+    def start(self, basename: str, size: int) -> Callable[[int], None]:
+        task = self._progress.add_task(escape(basename), total=size)
+        self._tasks[basename] = task
+        return lambda done: self._progress.update(task, completed=done)
+
+    def finish(self, basename: str) -> None:
+        task = self._tasks.pop(basename, None)
+        if task is not None:
+            self._progress.stop_task(task)
+
+
+@contextmanager
+def _logging(work_dir: Path, debug: bool, token: Token | None, dry_run: bool) -> Iterator[Path | None]:
+    """A log file under the work dir (and stderr with --debug), both scrubbed of the token."""
+    handlers: list[logging.Handler] = []
+    log_path: Path | None = None
+    if not dry_run:
+        (work_dir / "logs").mkdir(parents=True, exist_ok=True)
+        log_path = work_dir / "logs" / f"upload-{time.strftime('%Y%m%d-%H%M%S')}.log"
+        handlers.append(logging.FileHandler(log_path, encoding="utf-8"))
+    if debug:
+        handlers.append(logging.StreamHandler())
+    scrub = RedactingFilter([token])
+    fmt = logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s")
+    for handler in handlers:
+        handler.addFilter(scrub)
+        handler.setFormatter(fmt)
+        handler.setLevel(logging.DEBUG if debug else logging.INFO)
+    loggers = [logging.getLogger(name) for name in _LOGGERS]
+    saved = [(lg, lg.level) for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.DEBUG if debug else logging.INFO)
+        for handler in handlers:
+            lg.addHandler(handler)
+    try:
+        yield log_path
+    finally:
+        for lg, level in saved:
+            lg.setLevel(level)
+            for handler in handlers:
+                lg.removeHandler(handler)
+        for handler in handlers:
+            handler.close()
+
+
+def _summary(outcomes: list[FileOutcome], title: str) -> Table:
+    table = Table(title=title)
+    for col in ("file", "status", "size", "attempts", "detail"):
+        table.add_column(col, justify="right" if col in ("size", "attempts") else "left")
+    for o in outcomes:
+        style = "green" if o.status.ok else "red"
+        table.add_row(
+            escape(o.basename),
+            f"[{style}]{o.status.value}[/]",
+            f"{o.size:,}",
+            str(o.attempts),
+            escape(o.detail),
+        )
+    return table
+
+
+@click.command("upload")
+@click.argument("packages", nargs=-1, type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--channel", "owner", metavar="ORG", help="anaconda.org owner (user or organisation) to upload to."
+)
+@click.option(
+    "--to", "to", metavar="DIR|file://DIR", help="Local channel directory to copy into and re-index."
+)
+@click.option(
+    "--label", "labels", multiple=True, metavar="L", help="anaconda.org label (repeatable); default main."
+)
+@click.option("--skip-existing", is_flag=True, help="Leave files already there alone, even if they differ.")
+@click.option("--force", is_flag=True, help="Replace files already there that differ from ours.")
+@click.option(
+    "--site-url",
+    metavar="URL",
+    help="API site (default: upload.site_url in condapipe.toml, else anaconda-client's).",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Token file (mode 600). Default: $BINSTAR_API_TOKEN, $ANACONDA_API_TOKEN, `anaconda login`.",
+)
+@click.option("--no-verify", is_flag=True, help="Upload without running `condapipe verify` first.")
+@click.option(
+    "--output-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("channel"),
+    show_default=True,
+    help="Where to find packages when none are given.",
+)
+@click.option(
+    "--work-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path(".condapipe"),
+    show_default=True,
+    help="Logs go to WORK_DIR/logs/.",
+)
+@click.option(
+    "--retries", type=click.IntRange(1, 20), default=4, show_default=True, help="Attempts per file."
+)
+@click.option(
+    "--retry-delay",
+    type=click.FloatRange(0, 600),
+    default=2.0,
+    show_default=True,
+    help="First backoff, doubled each time (s).",
+)
+@dry_run_option
+@json_option
+@click.pass_context
+def command(
+    ctx: click.Context,
+    packages: tuple[Path, ...],
+    owner: str | None,
+    to: str | None,
+    labels: tuple[str, ...],
+    skip_existing: bool,
+    force: bool,
+    site_url: str | None,
+    token_file: Path | None,
+    no_verify: bool,
+    output_dir: Path,
+    work_dir: Path,
+    retries: int,
+    retry_delay: float,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Publish PACKAGES (default: everything under --output-dir), verified and in dependency order.
+
+    A file already there with the same sha256 is reported as already there; a different one is
+    refused unless --force. One file's failure does not stop the others; the exit code is 1 if
+    any file failed.
+    """
+    if (owner is None) == (to is None):
+        raise UsageError(
+            "give exactly one destination: --channel ORG (anaconda.org) or --to DIR (local channel)"
+        )
+    if to is not None and (labels or site_url or token_file):
+        raise UsageError("--label, --site-url and --token-file apply to --channel uploads only")
+    mode = Mode(skip_existing=skip_existing, force=force)
+    debug = bool((ctx.obj or {}).get("debug"))
+    infos = collect_packages(packages, output_dir)
+    blocked = {} if no_verify else verify_blockers(infos)
+    token: Token | None = None
+    site = ""
+    if owner is not None:
+        site = resolve_site_url(site_url)
+        token = resolve_token(site, token_file)
+    index = None
+    with _logging(work_dir, debug, token, dry_run) as log_path:
+        if owner is not None:
+            progress_ui = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                console=err_console,
+                transient=True,
+                disable=as_json or not err_console.is_terminal,
+            )
+            with progress_ui:
+                outcomes = upload_to_anaconda(
+                    infos,
+                    owner,
+                    site_url=site,
+                    token=token,
+                    labels=labels,
+                    mode=mode,
+                    retry=RetryPolicy(attempts=retries, base_delay=retry_delay),
+                    dry_run=dry_run,
+                    blocked=blocked,
+                    progress=_RichProgress(progress_ui),
+                )
+        else:
+            outcomes, index = upload_to_directory(infos, str(to), mode=mode, dry_run=dry_run, blocked=blocked)
+    failed = [o for o in outcomes if not o.status.ok]
+    destination = f"{site}/{owner}" if owner else str(to)
+    if as_json:
+        report = {
+            "destination": destination,
+            "dry_run": dry_run,
+            "files": [o.to_dict() for o in outcomes],
+            "failed": len(failed),
+            "log": str(log_path) if log_path else None,
+        }
+        if index is not None:
+            report["index"] = index.to_dict()
+        print_json(report)
+    else:
+        title = f"{'dry run: ' if dry_run else ''}upload to {destination}"
+        console.print(_summary(outcomes, title))
+        if log_path:
+            console.print(f"log: {escape(str(log_path))}")
+    if failed:
+        raise BuildFailed(f"{len(failed)} of {len(outcomes)} files failed to upload")
