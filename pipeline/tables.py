@@ -1,0 +1,310 @@
+"""Typed access to the data tables (pipeline/data/cuda.yaml, pytorch.yaml).
+
+Version-dependent knowledge lives in YAML so that supporting a new CUDA or PyTorch release is a
+data edit; this module only loads, types and looks entries up, and turns unknown versions into
+one-line UsageErrors that list the valid choices.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from condapipe.arch import Arch, ArchList, check_known, known_capabilities, parse_arch_list
+from condapipe.errors import UsageError
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
+from ruamel.yaml import YAML
+
+CPU = "cpu"
+
+
+def _load(name: str) -> dict[str, Any]:
+    text = resources.files("condapipe.data").joinpath(name).read_text()
+    return YAML(typ="safe").load(text)
+
+
+def _cap(text: str) -> tuple[int, int]:
+    major, minor = str(text).split(".")
+    return int(major), int(minor)
+
+
+@dataclass(frozen=True)
+class RunConstraint:
+    """The run requirement pinning the CUDA runtime (cudatoolkit / pytorch-cuda / cuda-version)."""
+
+    package: str
+    spec: str
+
+    def __str__(self) -> str:
+        return f"{self.package} {self.spec}"
+
+
+@dataclass(frozen=True)
+class MagmaInfo:
+    """pytorch's magma package for one CUDA: magma-cuda110 2.5.2, build number 1."""
+
+    package: str
+    version: str
+    build_number: int
+    url: str
+    sha256: str | None
+
+
+@dataclass(frozen=True)
+class CudaInfo:
+    """One row of cuda.yaml."""
+
+    version: str
+    torch_arch_list: str
+    magma_archs: tuple[int, ...]
+    nvcc_flags: tuple[str, ...]
+    run_constraint: RunConstraint
+    magma: MagmaInfo
+    max_gcc: int
+    cudnn: str
+    cudnn_static_available: bool
+    build_split_cuda: bool
+    min_arch: str
+    max_arch: str
+    except_archs: tuple[str, ...]
+    suffixed: tuple[tuple[str, tuple[str, ...]], ...]  # (("a", ("9.0", ...)), ("f", (...)))
+
+    @property
+    def nodot(self) -> str:
+        """The "118" spelling of 11.8 (package names and build strings)."""
+        return self.version.replace(".", "")
+
+    def accepts(self, arch: Arch) -> bool:
+        """Whether this CUDA's nvcc can compile ``arch`` (PTX included)."""
+        cap = (arch.major, arch.minor)
+        if cap not in known_capabilities() or arch.capability.rstrip("af") in self.except_archs:
+            return False
+        if not (_cap(self.min_arch) <= cap <= _cap(self.max_arch)):
+            return False
+        if arch.suffix:
+            return arch.capability[:-1] in dict(self.suffixed).get(arch.suffix, ())
+        return True
+
+    def accepted_archs(self) -> tuple[Arch, ...]:
+        """Every arch this CUDA compiles, suffixed variants included, oldest first."""
+        plain = [Arch(a, b) for a, b in sorted(known_capabilities()) if self.accepts(Arch(a, b))]
+        extra = [Arch(*_cap(c), suffix) for suffix, caps in self.suffixed for c in caps]
+        return tuple(sorted(plain + extra))
+
+    def default_archs(self) -> ArchList:
+        return parse_arch_list(self.torch_arch_list, cuda=self.version)
+
+    def magma_arch_list(self) -> ArchList:
+        """magma's SASS-only -gencode list as an ArchList."""
+        return ArchList(tuple(Arch(n // 10, n % 10) for n in self.magma_archs))
+
+
+@cache
+def _cuda_rows() -> dict[str, CudaInfo]:
+    data = _load("cuda.yaml")
+    sources = data["magma_sources"]
+    rows: dict[str, CudaInfo] = {}
+    for version, row in data["cudas"].items():
+        magma = row["magma"]
+        src = sources[str(magma["version"])]
+        rows[str(version)] = CudaInfo(
+            version=str(version),
+            torch_arch_list=row["torch_arch_list"],
+            magma_archs=tuple(int(n) for n in row["magma_archs"]),
+            nvcc_flags=tuple(row["nvcc_flags"]),
+            run_constraint=RunConstraint(**row["run_constraint"]),
+            magma=MagmaInfo(
+                package=magma["package"],
+                version=str(magma["version"]),
+                build_number=int(magma["build_number"]),
+                url=src["url"],
+                sha256=src["sha256"],
+            ),
+            max_gcc=int(row["max_gcc"]),
+            cudnn=str(row["cudnn"]),
+            cudnn_static_available=bool(row["cudnn_static_available"]),
+            build_split_cuda=bool(row["build_split_cuda"]),
+            min_arch=str(row["min_arch"]),
+            max_arch=str(row["max_arch"]),
+            except_archs=tuple(str(a) for a in row["except_archs"]),
+            suffixed=tuple((k, tuple(str(c) for c in v)) for k, v in sorted(row["suffixed"].items())),
+        )
+    return rows
+
+
+def cuda_versions() -> tuple[str, ...]:
+    """All CUDA versions in the table, oldest first."""
+    return tuple(_cuda_rows())
+
+
+def link_overflow_max_images() -> int:
+    return int(_load("cuda.yaml")["link_overflow_max_images"])
+
+
+_CUDA_SPELLINGS = re.compile(r"^(?:cuda|cu)?(?P<body>\d+(?:\.\d+)*)$", re.IGNORECASE)
+
+
+def normalize_cuda(text: str) -> str:
+    """Accept "11.8", "cu118", "cuda11.8", "118", "11.8.0" and "cpu"; return "11.8" or "cpu".
+
+    Raises UsageError listing the known versions when the text is not one of them.
+    """
+    raw = text.strip()
+    if raw.lower() == CPU:
+        return CPU
+    m = _CUDA_SPELLINGS.match(raw)
+    known = cuda_versions()
+    if m:
+        body = m["body"]
+        if "." not in body and len(body) in (2, 3):  # builder's "118" / "92" spelling
+            body = f"{body[:-1]}.{body[-1]}"
+        parts = body.split(".")
+        candidate = ".".join(parts[:2])
+        if len(parts) <= 3 and candidate in known:
+            return candidate
+    raise UsageError(f"unknown CUDA version {text!r}; valid: cpu {' '.join(known)}")
+
+
+def cuda_info(version: str) -> CudaInfo:
+    """The table row of one CUDA version (any spelling normalize_cuda accepts)."""
+    norm = normalize_cuda(version)
+    if norm == CPU:
+        raise UsageError("cpu builds have no CUDA table entry")
+    return _cuda_rows()[norm]
+
+
+# ---------------------------------------------------------------- pytorch.yaml
+
+
+@dataclass(frozen=True)
+class RunDep:
+    """One run requirement, optionally only for one BLAS or some Pythons."""
+
+    spec: str
+    blas: str | None = None
+    python: str | None = None  # PEP 440 specifier on the Python version
+
+    def applies(self, *, python: str | None, blas: str) -> bool:
+        if self.blas is not None and self.blas != blas:
+            return False
+        if self.python is not None and python is not None:
+            return Version(python) in SpecifierSet(self.python)
+        return True
+
+
+@dataclass(frozen=True)
+class PytorchInfo:
+    """One series row of pytorch.yaml."""
+
+    series: str
+    versions: tuple[str, ...]
+    pythons: tuple[str, ...]
+    pins: tuple[tuple[str, str | tuple[tuple[str, str], ...]], ...]
+    build_command: str
+    static_cudnn: bool
+    static_nccl: bool
+    extra_env: tuple[tuple[str, str], ...]
+    mutex: str
+    cudas: tuple[str, ...]
+    mem_per_job_gb: int
+    build_split_cuda: bool
+    run_deps: tuple[RunDep, ...]
+
+    def pin(self, name: str, python: str | None = None) -> str:
+        """Host pin of ``name`` (conda version spec, "" = unpinned) for ``python``.
+
+        Raises UsageError when the pin depends on the Python and none (or an unsupported one)
+        is given.
+        """
+        value = dict(self.pins)[name]
+        if isinstance(value, str):
+            return value
+        per_python = dict(value)
+        if python is None or python not in per_python:
+            raise UsageError(
+                f"pytorch {self.series} pins {name} per Python; python {python} is not one of "
+                f"{' '.join(per_python)}"
+            )
+        return per_python[python]
+
+    def host_pins(self, python: str | None = None) -> dict[str, str]:
+        """All pins for one Python: {"numpy": "1.19.*", "mkl": ">=2019", ...}."""
+        return {name: self.pin(name, python) for name, _ in self.pins}
+
+    def run_deps_for(self, *, python: str | None, blas: str) -> tuple[str, ...]:
+        return tuple(d.spec for d in self.run_deps if d.applies(python=python, blas=blas))
+
+
+def _pins(raw: dict[str, Any]) -> tuple[tuple[str, str | tuple[tuple[str, str], ...]], ...]:
+    out: list[tuple[str, str | tuple[tuple[str, str], ...]]] = []
+    for name, value in raw.items():
+        if isinstance(value, dict):
+            out.append((name, tuple((str(k), str(v)) for k, v in value.items())))
+        else:
+            out.append((name, str(value)))
+    return tuple(out)
+
+
+@cache
+def _pytorch_rows() -> tuple[PytorchInfo, ...]:
+    rows: list[PytorchInfo] = []
+    for row in _load("pytorch.yaml")["series"]:
+        for dep in row["run_deps"]:
+            if dep.get("python"):
+                try:
+                    SpecifierSet(dep["python"])
+                except InvalidSpecifier as exc:  # a data error, caught by the table tests
+                    raise ValueError(f"pytorch.yaml {row['series']}: bad python specifier") from exc
+        rows.append(
+            PytorchInfo(
+                series=str(row["series"]),
+                versions=tuple(str(v) for v in row["versions"]),
+                pythons=tuple(str(p) for p in row["pythons"]),
+                pins=_pins(row["pins"]),
+                build_command=row["build_command"],
+                static_cudnn=bool(row["static_cudnn"]),
+                static_nccl=bool(row["static_nccl"]),
+                extra_env=tuple((str(k), str(v)) for k, v in row["extra_env"].items()),
+                mutex=row["mutex"],
+                cudas=tuple(str(c) for c in row["cudas"]),
+                mem_per_job_gb=int(row["mem_per_job_gb"]),
+                build_split_cuda=bool(row["build_split_cuda"]),
+                run_deps=tuple(RunDep(**d) for d in row["run_deps"]),
+            )
+        )
+    return tuple(rows)
+
+
+def pytorch_versions() -> tuple[str, ...]:
+    """Every known PyTorch release, oldest first."""
+    return tuple(v for row in _pytorch_rows() for v in row.versions)
+
+
+def pytorch_info(version: str) -> PytorchInfo:
+    """The series row of one PyTorch release; unknown versions list the valid ones."""
+    v = version.strip()
+    for row in _pytorch_rows():
+        if v in row.versions:
+            return row
+    raise UsageError(f"unknown pytorch version {version!r}; valid: {' '.join(pytorch_versions())}")
+
+
+__all__ = [
+    "CPU",
+    "CudaInfo",
+    "MagmaInfo",
+    "PytorchInfo",
+    "RunConstraint",
+    "RunDep",
+    "check_known",
+    "cuda_info",
+    "cuda_versions",
+    "link_overflow_max_images",
+    "normalize_cuda",
+    "pytorch_info",
+    "pytorch_versions",
+]
