@@ -1,0 +1,445 @@
+"""The steps of a package build: render → build → fix → verify → test → publish, per variant.
+
+`make_family_plan` turns a BuildSpec into a Plan (prerequisites such as magma-cudaXY first, one
+chain of steps per CUDA × Python variant); `make_recipe_plan` does the same for recipe
+directories. Packages are built into the work directory, fixed, verified and tested there, and
+only then copied into the output channel (temporary name + rename, then re-index), so the
+channel never holds a partial or unverified package whatever moment the process dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from condapipe.errors import UsageError
+from condapipe.plan import Plan, Step
+from condapipe.spec import BuildSpec, CudaVariant, Source
+from condapipe.state import STATE_FILE, StateFile
+from ruamel.yaml import YAML
+
+PACKAGE_ROOT = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """How to build: where to, with which engine, against which channels."""
+
+    output_dir: Path  # the channel packages are published into
+    work_dir: Path  # state, logs, builds in progress
+    engine: str = "auto"
+    channels: tuple[str, ...] = ()  # extra channels for dependencies (and prerequisite lookups)
+    package_format: str = "conda"
+    compression_level: int | None = None
+    run_tests: bool = True
+    # Environment for the build tools (MAX_JOBS from doctor, ...). Not hashed: a machine with
+    # more RAM must not rebuild what it already built.
+    env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One package to produce: from a family spec (rendered) or from a recipe directory."""
+
+    label: str  # unique, human-readable: "pytorch-1.8.0-py3.8-cuda11.0"
+    name: str  # the conda package name, for channel lookups
+    spec: BuildSpec | None = None
+    recipe_dir: Path | None = None
+    prerequisite: bool = False  # built only when no channel in use has `name`
+    needs_jobs: tuple[str, ...] = ()  # labels of jobs whose published packages this build consumes
+    platform: str | None = None
+
+
+@cache
+def _plan_data() -> dict[str, Any]:
+    text = resources.files("condapipe.data").joinpath("plan.yaml").read_text(encoding="utf-8")
+    return YAML(typ="safe").load(text)
+
+
+# ---------------------------------------------------------------- fingerprints
+
+
+def tree_digest(root: Path, *, patterns: tuple[str, ...] = ("*",)) -> str:
+    """sha256 over the relative paths and contents of every file under root (sorted: stable)."""
+    digest = hashlib.sha256()
+    if root.is_file():
+        digest.update(root.read_bytes())
+        return digest.hexdigest()
+    if not root.exists():
+        return "absent"
+    files = sorted({p for pat in patterns for p in root.rglob(pat) if p.is_file()})
+    for path in files:
+        rel = path.relative_to(root)
+        if "__pycache__" in rel.parts or any(part.startswith(".") for part in rel.parts):
+            continue
+        digest.update(str(rel).encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def code_digest(kind: str) -> str:
+    """Digest of the condapipe sources a step kind depends on (data/plan.yaml: code_inputs)."""
+    names = _plan_data().get("code_inputs", {}).get(kind, [])
+    return hashlib.sha256(
+        "".join(f"{n}={tree_digest(PACKAGE_ROOT / n)};" for n in names).encode()
+    ).hexdigest()
+
+
+def source_fingerprint(source: Source) -> dict[str, Any]:
+    """What identifies the upstream source: tag/URL+sha256, or for a local checkout its git state."""
+    if source.kind != "path" or source.path is None:
+        return {"kind": source.kind, "url": source.url, "rev": source.rev, "sha256": source.sha256}
+    path = Path(source.path)
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(path), "diff", "HEAD"], capture_output=True, check=True
+        ).stdout
+        return {"kind": "path", "git": head, "diff": hashlib.sha256(dirty).hexdigest()}
+    except (OSError, subprocess.CalledProcessError):
+        # Not a git checkout: sizes and mtimes of every file (content hashing a PyTorch tree is slow).
+        digest = hashlib.sha256()
+        for p in sorted(path.rglob("*")):
+            if p.is_file():
+                st = p.stat()
+                digest.update(f"{p.relative_to(path)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+        return {"kind": "path", "files": digest.hexdigest()}
+
+
+def spec_inputs(spec: BuildSpec) -> dict[str, Any]:
+    """The spec as plain JSON data (arch lists in pytorch spelling, paths as strings)."""
+    data = dataclasses.asdict(spec)
+    data["cuda_variants"] = [
+        {"cuda": v.cuda, "cudnn": v.cudnn, "archs": v.archs.torch_arch_list() if v.archs else None}
+        for v in spec.cuda_variants
+    ]
+    data["source"] = source_fingerprint(spec.source)
+    return json.loads(json.dumps(data, default=str))
+
+
+# ---------------------------------------------------------------- prerequisites
+
+
+def prerequisite_spec(family: str, spec: BuildSpec, variant: CudaVariant) -> BuildSpec:
+    """The spec of a prerequisite family for one CUDA variant of `spec` (from the CUDA tables)."""
+    from condapipe.tables import cuda_info
+
+    if family != "magma":
+        raise UsageError(f"data/plan.yaml names prerequisite {family!r}, which condapipe cannot build")
+    info = cuda_info(variant.cuda)
+    return BuildSpec(
+        package="magma",
+        version=info.magma.version,
+        build_number=info.magma.build_number,
+        pythons=(),
+        cuda_variants=(CudaVariant(variant.cuda, info.magma_arch_list(), None),),
+        platform=spec.platform,
+        blas=spec.blas,
+        source=Source(kind="url", url=info.magma.url, sha256=info.magma.sha256),
+    )
+
+
+def prerequisite_package(family: str, variant: CudaVariant) -> str:
+    from condapipe.tables import cuda_info
+
+    return cuda_info(variant.cuda).magma.package if family == "magma" else family
+
+
+def _channel_locations(options: PlanOptions) -> list[str]:
+    """Channels in use, output first; local ones only when they exist as channels."""
+    found = []
+    for chan in (str(options.output_dir), *options.channels):
+        if "://" not in chan:
+            p = Path(chan)
+            if not any(p.glob("*/repodata.json")):
+                continue  # not a channel (yet): nothing to find there
+            chan = str(p.resolve())
+        found.append(chan)
+    return found
+
+
+def _current_platform() -> str:
+    import rattler
+
+    return str(rattler.Platform.current())
+
+
+def find_in_channels(name: str, platform: str, options: PlanOptions) -> tuple[str | None, list[str]]:
+    """(where `name` was found, notes on channels that could not be queried), using py-rattler."""
+    import rattler
+
+    channels = _channel_locations(options)
+    if not channels:
+        return None, []
+    notes: list[str] = []
+
+    async def query(chan: str) -> list[Any]:
+        gateway = rattler.Gateway(cache_dir=options.work_dir / "repodata-cache")
+        result = await gateway.query(
+            [rattler.Channel(chan)],
+            [rattler.Platform(platform), rattler.Platform("noarch")],
+            [rattler.MatchSpec(name)],
+            recursive=False,
+        )
+        return [rec for per_channel in result for rec in per_channel]
+
+    for chan in channels:
+        try:
+            records = asyncio.run(query(chan))
+        except Exception as exc:  # offline, bad URL: the prerequisite is then built
+            notes.append(f"could not query {chan} for {name}: {str(exc).splitlines()[0]}")
+            continue
+        if records:
+            best = max(records, key=lambda r: r.version)
+            return f"{name} {best.version} is in {chan}", notes
+    return None, notes
+
+
+# ---------------------------------------------------------------- jobs → steps
+
+
+def _variant_specs(spec: BuildSpec) -> list[BuildSpec]:
+    """One spec per CUDA × Python variant: each multi-hour build resumes on its own."""
+    out = []
+    for variant in spec.cuda_variants:
+        for py in spec.pythons or (None,):
+            out.append(dataclasses.replace(spec, cuda_variants=(variant,), pythons=(py,) if py else ()))
+    return out
+
+
+def _label(spec: BuildSpec) -> str:
+    parts = [spec.package if spec.package != "magma" else "", spec.version]
+    v = spec.cuda_variants[0] if spec.cuda_variants else None
+    if spec.package == "magma" and v is not None:
+        parts[0] = f"magma-cuda{v.cuda.replace('.', '')}"
+    if spec.pythons:
+        parts.append(f"py{spec.pythons[0]}")
+    if v is not None and spec.package != "magma":
+        parts.append("cpu" if v.is_cpu else f"cuda{v.cuda}")
+    return "-".join(p for p in parts if p)
+
+
+def family_jobs(spec: BuildSpec) -> list[Job]:
+    """Prerequisite jobs (once per CUDA) then one job per variant of `spec`."""
+    jobs: list[Job] = []
+    prereq_labels: dict[str, list[str]] = {}
+    for family in _plan_data().get("prerequisites", {}).get(spec.package, []):
+        for variant in spec.cuda_variants:
+            if variant.is_cpu:
+                continue
+            pspec = prerequisite_spec(family, spec, variant)
+            label = _label(pspec)
+            jobs.append(
+                Job(
+                    label,
+                    prerequisite_package(family, variant),
+                    spec=pspec,
+                    prerequisite=True,
+                    platform=spec.platform,
+                )
+            )
+            prereq_labels.setdefault(variant.cuda, []).append(label)
+    for vspec in _variant_specs(spec):
+        cuda = vspec.cuda_variants[0].cuda if vspec.cuda_variants else None
+        jobs.append(
+            Job(
+                _label(vspec),
+                vspec.package,
+                spec=vspec,
+                needs_jobs=tuple(prereq_labels.get(cuda or "", ())),
+                platform=spec.platform,
+            )
+        )
+    return jobs
+
+
+def recipe_name(recipe_dir: Path) -> str:
+    """package.name of a v1 recipe.yaml or v0 meta.yaml when it is plain text, else the dir name."""
+    for fname in ("recipe.yaml", "meta.yaml"):
+        path = recipe_dir / fname
+        if not path.is_file():
+            continue
+        try:
+            doc = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+            name = (doc or {}).get("package", {}).get("name")
+        except Exception:  # Jinja-templated v0 recipes are not YAML until rendered
+            name = None
+        if isinstance(name, str) and "{" not in name:
+            return name
+    return recipe_dir.resolve().name
+
+
+def recipe_jobs(recipe_dirs: Sequence[Path], prerequisites: Sequence[Path] = ()) -> list[Job]:
+    """Jobs for recipe directories, in order: each consumes every package published before it."""
+    jobs: list[Job] = []
+    for d in (*prerequisites, *recipe_dirs):
+        if not d.is_dir():
+            raise UsageError(f"{d}: no such recipe directory")
+    for d in prerequisites:
+        jobs.append(Job(recipe_name(d), recipe_name(d), recipe_dir=d.resolve(), prerequisite=True))
+    for d in recipe_dirs:
+        label = recipe_name(d)
+        jobs.append(Job(label, label, recipe_dir=d.resolve(), needs_jobs=tuple(j.label for j in jobs)))
+    labels = [j.label for j in jobs]
+    if len(set(labels)) != len(labels):
+        raise UsageError(f"two recipes build the same package: {', '.join(labels)}")
+    return jobs
+
+
+def _published_before(job: Job, options: PlanOptions) -> bool:
+    """Whether an earlier run of this plan already published the job's package (unchanged)."""
+    state_path = options.work_dir / STATE_FILE
+    if not state_path.is_file():
+        return False
+    rec = StateFile(state_path).get(f"publish:{job.label}")
+    return rec is not None and bool(rec.outputs) and rec.outputs_unchanged()
+
+
+def make_plan_for_jobs(jobs: Sequence[Job], options: PlanOptions, request: dict[str, Any]) -> Plan:
+    """Steps for each job; prerequisites found in a channel in use are planned as skipped."""
+    steps: list[Step] = []
+    notes: list[str] = []
+    skipped_jobs: set[str] = set()
+    for job in jobs:
+        skip = None
+        if job.prerequisite and not _published_before(job, options):
+            found, query_notes = find_in_channels(job.name, job.platform or _current_platform(), options)
+            notes.extend(query_notes)
+            if found:
+                skip = f"not needed: {found}"
+                skipped_jobs.add(job.label)
+        steps.extend(_job_steps(job, options, skip, skipped_jobs))
+    return Plan(tuple(steps), options.work_dir, options.output_dir, request, tuple(notes))
+
+
+def make_family_plan(spec: BuildSpec, options: PlanOptions) -> Plan:
+    """The plan for `condapipe build <family>`: prerequisites, then each variant."""
+    request = {"package": spec.package, "spec": spec_inputs(spec)}
+    return make_plan_for_jobs(family_jobs(spec), options, request)
+
+
+def make_recipe_plan(
+    recipe_dirs: Sequence[Path], options: PlanOptions, *, prerequisites: Sequence[Path] = ()
+) -> Plan:
+    """The plan for recipe directories (each published before the next is built)."""
+    jobs = recipe_jobs(recipe_dirs, prerequisites)
+    request = {"recipes": [str(d) for d in recipe_dirs], "prerequisites": [str(d) for d in prerequisites]}
+    return make_plan_for_jobs(jobs, options, request)
+
+
+def _job_steps(job: Job, options: PlanOptions, skip: str | None, skipped_jobs: set[str]) -> list[Step]:
+    from condapipe import plan_steps as act
+
+    label = job.label
+    steps: list[Step] = []
+    build_needs: list[str] = []
+    recipe_input: dict[str, Any]
+    if job.spec is not None:
+        spec = job.spec
+        steps.append(
+            Step(
+                id=f"render:{label}",
+                kind="render",
+                title=f"render the {spec.package} recipe (both formats)",
+                inputs={
+                    "spec": spec_inputs(spec),
+                    "templates": tree_digest(PACKAGE_ROOT.parent / "recipes" / spec.package),
+                    "patches": tree_digest(PACKAGE_ROOT.parent / "patches" / spec.package),
+                    "code": code_digest("render"),
+                },
+                action=act.render_action(spec),
+                skip_reason=skip,
+                package=label,
+            )
+        )
+        build_needs.append(f"render:{label}")
+        recipe_input = {"rendered": f"render:{label}"}
+    else:
+        assert job.recipe_dir is not None
+        recipe_input = {"recipe_dir": str(job.recipe_dir), "recipe": tree_digest(job.recipe_dir)}
+    build_needs += [f"publish:{n}" for n in job.needs_jobs if n not in skipped_jobs]
+    archs = job.spec.cuda_variants[0].archs if job.spec and job.spec.cuda_variants else None
+    pythons = job.spec.pythons if job.spec else ()
+    build_inputs = {
+        **recipe_input,
+        "engine": options.engine,
+        "channels": [str(options.output_dir.resolve()), *options.channels],
+        "package_format": options.package_format,
+        "compression_level": options.compression_level,
+        "pythons": list(pythons),
+        "platform": job.platform,
+    }
+    steps.append(
+        Step(
+            id=f"build:{label}",
+            kind="build",
+            title=f"build {job.name} with the {options.engine} engine",
+            inputs=build_inputs,
+            action=act.build_action(job, options),
+            needs=tuple(build_needs),
+            skip_reason=skip,
+            package=label,
+        )
+    )
+    steps.append(
+        Step(
+            id=f"fix:{label}",
+            kind="fix",
+            title="fix rpaths and vendored libraries",
+            inputs={"code": code_digest("fix")},
+            action=act.fix_action(f"build:{label}"),
+            needs=(f"build:{label}",),
+            skip_reason=skip,
+            package=label,
+        )
+    )
+    steps.append(
+        Step(
+            id=f"verify:{label}",
+            kind="verify",
+            title="verify hashes, prefixes, linkage" + (" and CUDA archs" if archs else ""),
+            inputs={"code": code_digest("verify"), "archs": archs.torch_arch_list() if archs else None},
+            action=act.verify_action(f"fix:{label}", archs),
+            needs=(f"fix:{label}",),
+            skip_reason=skip,
+            package=label,
+        )
+    )
+    test_skip = skip or (None if options.run_tests else "tests disabled (--no-test)")
+    steps.append(
+        Step(
+            id=f"test:{label}",
+            kind="test",
+            title="run the package's tests in a fresh environment",
+            inputs={"channels": list(options.channels)},
+            action=act.test_action(f"fix:{label}", options),
+            needs=(f"fix:{label}", f"verify:{label}"),
+            skip_reason=test_skip,
+            package=label,
+        )
+    )
+    publish_needs = [f"fix:{label}", f"verify:{label}"] + ([f"test:{label}"] if not test_skip else [])
+    steps.append(
+        Step(
+            id=f"publish:{label}",
+            kind="publish",
+            title=f"publish into {options.output_dir} and index",
+            inputs={"channel": str(options.output_dir.resolve())},
+            action=act.publish_action(f"fix:{label}", options),
+            needs=tuple(publish_needs),
+            skip_reason=skip,
+            package=label,
+        )
+    )
+    return steps

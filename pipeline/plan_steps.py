@@ -1,0 +1,195 @@
+"""The bodies of plan steps: each calls one stage module and returns the files it produced.
+
+Every step writes only into its own step directory under the work dir, except publish, which
+copies verified packages into the channel through a temporary name and a rename. Stage modules
+(render, engines, fix, verify, channel) are imported when a step runs, so planning, --dry-run
+and an unchanged rerun never pay for loading them.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from condapipe.errors import BuildFailed
+from condapipe.plan import StepContext, StepOutcome, pause_point
+
+if TYPE_CHECKING:
+    from condapipe.arch import ArchList
+    from condapipe.plan_build import Job, PlanOptions
+    from condapipe.spec import BuildSpec
+
+Action = Callable[[StepContext], StepOutcome]
+
+
+def _packages(ctx: StepContext, step_id: str) -> list[Path]:
+    pkgs = [p for p in ctx.dep_files(step_id) if p.name.endswith((".conda", ".tar.bz2"))]
+    if not pkgs:
+        raise BuildFailed(f"{ctx.step.id}: {step_id} produced no package")
+    return pkgs
+
+
+def render_action(spec: BuildSpec) -> Action:
+    def run(ctx: StepContext) -> StepOutcome:
+        from condapipe.render import render_recipe
+
+        result = render_recipe(spec, ctx.step_dir / "recipe")
+        ctx.log.write(f"rendered {len(result.files)} files into {result.out_dir}")
+        return StepOutcome(files=tuple(sorted(result.files)), data={"recipe_dir": str(result.out_dir)})
+
+    return run
+
+
+def build_action(job: Job, options: PlanOptions) -> Action:
+    def run(ctx: StepContext) -> StepOutcome:
+        from condapipe.engines import BuildOptions, engine_for_recipe
+
+        if job.recipe_dir is not None:
+            recipe_dir = job.recipe_dir
+        else:
+            rec = ctx.deps[f"render:{job.label}"]
+            recipe_dir = Path(str(rec.data["recipe_dir"]))
+        engine, why = engine_for_recipe(recipe_dir, options.engine)
+        # Built packages go to a staging channel inside the step dir; the real channel is only a
+        # source of dependencies (prerequisites published by earlier steps) until publish.
+        build_options = BuildOptions(
+            output_dir=ctx.step_dir / "out",
+            work_dir=options.work_dir,
+            channels=(str(options.output_dir.resolve()), *options.channels),
+            pythons=job.spec.pythons if job.spec else (),
+            package_format=options.package_format,
+            compression_level=options.compression_level,
+            run_tests=False,  # the test step tests the fixed package, which is what gets published
+            target_platform=job.platform,
+            env=options.env,
+        )
+        if any(p.name.endswith(".conda") for p in options.output_dir.glob("*/*")):
+            from condapipe.channel import index_channel
+
+            index_channel(options.output_dir)  # a channel we read must have current repodata
+        ctx.log.write(f"engine {engine.name} ({why}); recipe {recipe_dir}")
+        result = engine.build(recipe_dir, build_options)
+        ctx.log.write(f"engine log: {result.log_path}")
+        return StepOutcome(
+            files=tuple(sorted(result.packages)),
+            data={"engine": engine.name, "engine_log": str(result.log_path), "recipe_dir": str(recipe_dir)},
+        )
+
+    return run
+
+
+def fix_action(build_step: str) -> Action:
+    def run(ctx: StepContext) -> StepOutcome:
+        from condapipe.fix import fix_package
+
+        fixed: list[Path] = []
+        summaries = {}
+        for pkg in _packages(ctx, build_step):
+            out = ctx.step_dir / pkg.parent.name / pkg.name
+            out.parent.mkdir(parents=True, exist_ok=True)
+            result = fix_package(pkg, out)
+            ctx.log.write(f"fixed {pkg.name}: {result}")
+            summaries[pkg.name] = _jsonable(result)
+            fixed.append(out)
+        return StepOutcome(files=tuple(fixed), data={"fix": summaries})
+
+    return run
+
+
+def verify_action(fix_step: str, archs: ArchList | None) -> Action:
+    def run(ctx: StepContext) -> StepOutcome:
+        from condapipe.verify import verify_package
+
+        reports = {}
+        for pkg in _packages(ctx, fix_step):
+            report = verify_package(pkg, archs=archs)
+            reports[pkg.name] = report.to_dict()
+            for line in report.errors:
+                ctx.log.write(f"{pkg.name}: ERROR {line}")
+            for line in report.warnings:
+                ctx.log.write(f"{pkg.name}: warning {line}")
+            if not report.ok:
+                more = f" (+{len(report.errors) - 1} more)" if len(report.errors) > 1 else ""
+                raise BuildFailed(
+                    f"verify failed for {pkg.name}: {report.errors[0] if report.errors else 'not ok'}{more}",
+                    log_path=str(ctx.log.path),
+                )
+        return StepOutcome(data={"verify": reports, "archs": archs.torch_arch_list() if archs else None})
+
+    return run
+
+
+def test_action(fix_step: str, options: PlanOptions) -> Action:
+    def run(ctx: StepContext) -> StepOutcome:
+        import rattler_build
+
+        channels = [str(options.output_dir.resolve()), *options.channels]
+        results = {}
+        for pkg in _packages(ctx, fix_step):
+            package = rattler_build.Package.from_file(str(pkg))
+            if not package.test_count:
+                ctx.log.write(f"{pkg.name}: the package carries no tests")
+                results[pkg.name] = "no tests"
+                continue
+            try:
+                outcomes = package.run_tests(channel=channels)
+            except rattler_build.RattlerBuildError as exc:
+                raise BuildFailed(
+                    f"tests of {pkg.name} could not run: {exc}", log_path=str(ctx.log.path)
+                ) from None
+            for outcome in outcomes:
+                ctx.log.write("\n".join(outcome.output))
+            failed = [o.test_index for o in outcomes if not o.success]
+            if failed:
+                raise BuildFailed(f"tests {failed} of {pkg.name} failed", log_path=str(ctx.log.path))
+            results[pkg.name] = f"{len(outcomes)} passed"
+        return StepOutcome(data={"tests": results})
+
+    return run
+
+
+def publish_action(fix_step: str, options: PlanOptions) -> Action:
+    def run(ctx: StepContext) -> StepOutcome:
+        from condapipe.channel import atomic_copy, channel_lock, index_channel, read_package_info
+
+        published: list[Path] = []
+        channel = options.output_dir
+        with channel_lock(channel):
+            remove_stale_temp(channel)
+            for pkg in _packages(ctx, fix_step):
+                info = read_package_info(pkg)
+                dest = channel / info.subdir / pkg.name
+                atomic_copy(pkg, dest)  # hidden temp name in the subdir, fsync, rename
+                ctx.log.write(f"published {dest}")
+                published.append(dest)
+                pause_point(f"publish:copied:{ctx.step.id}")
+        index = index_channel(channel)
+        ctx.log.write(f"indexed {channel}: {index.subdirs}")
+        return StepOutcome(files=tuple(published), data={"channel": str(channel.resolve())})
+
+    return run
+
+
+def _jsonable(value: object) -> object:
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, Path):
+        return str(value)
+    return repr(value)
+
+
+def remove_stale_temp(channel: Path) -> None:
+    """Temp files of a publish killed mid-copy (hidden, never indexed) are removed on the next run."""
+    if not channel.is_dir():
+        return
+    for sub in channel.iterdir():
+        if sub.is_dir():
+            for tmp in sub.glob(".*.part"):
+                tmp.unlink(missing_ok=True)
+    for leftover in channel.glob(".tmp"):
+        shutil.rmtree(leftover, ignore_errors=True)
