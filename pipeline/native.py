@@ -1,0 +1,57 @@
+"""`--arch native`: the compute capabilities of the GPUs in this machine, from nvidia-smi.
+
+Building only for the local GPUs is the fastest useful build (one arch instead of eight); the
+list must still come from the driver, not a guess, so a machine without a working GPU gets a
+clear error instead of a package that has no kernel for the card it will run on.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from typing import TYPE_CHECKING
+
+from condapipe.errors import EnvironmentProblem, UsageError
+
+if TYPE_CHECKING:
+    from condapipe.arch import Arch
+
+NVIDIA_SMI = "nvidia-smi"
+QUERY = ("--query-gpu=compute_cap", "--format=csv,noheader")
+FIX = "run on a machine with an NVIDIA GPU and driver, or name the archs, e.g. --arch 8.6"
+
+
+def query_compute_caps(timeout: float = 30.0) -> list[str]:
+    """Raw compute capabilities ("8.6", one per GPU) reported by nvidia-smi."""
+    exe = shutil.which(os.environ.get("CONDAPIPE_NVIDIA_SMI", NVIDIA_SMI))
+    if exe is None:
+        raise EnvironmentProblem("--arch native needs nvidia-smi, which is not on PATH", FIX)
+    try:
+        proc = subprocess.run([exe, *QUERY], capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentProblem(f"--arch native: running nvidia-smi failed ({exc})", FIX) from None
+    if proc.returncode != 0:
+        detail = (proc.stderr or proc.stdout).strip().splitlines()
+        reason = detail[0] if detail else f"exit status {proc.returncode}"
+        raise EnvironmentProblem(f"--arch native: nvidia-smi found no usable GPU ({reason})", FIX)
+    caps = [line.strip() for line in proc.stdout.splitlines() if line.strip()]
+    if not caps:
+        raise EnvironmentProblem("--arch native: nvidia-smi lists no GPU", FIX)
+    return caps
+
+
+def native_archs() -> list[Arch]:
+    """The GPUs' archs as Arch values (duplicates removed by ArchList later)."""
+    from condapipe.arch import parse_token  # arch.py imports this module lazily
+
+    archs = []
+    for cap in query_compute_caps():
+        try:
+            archs.append(parse_token(cap))
+        except UsageError:
+            raise EnvironmentProblem(
+                f"--arch native: nvidia-smi reported an unreadable compute capability {cap!r}",
+                "update the NVIDIA driver (compute_cap needs driver >= 510), or name the archs",
+            ) from None
+    return archs
