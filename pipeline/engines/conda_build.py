@@ -116,7 +116,7 @@ class CondaBuildEngine:
         argv = self.argv(conda, recipe_dir, options)
         with BuildLog(log_path) as log:
             log.write("condapipe: " + " ".join(argv))
-            code = stream_process(argv, log, env=dict(os.environ))
+            code = stream_process(argv, log, env={**os.environ, **dict(options.env)})
             log_path = log.path
         if code != 0:
             raise BuildFailed(

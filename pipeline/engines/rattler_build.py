@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from condapipe import diagnose
@@ -44,6 +46,24 @@ class _LogForwarder:
 
     def on_download_complete(self, event: object) -> None:
         return None
+
+
+@contextmanager
+def environment(env: tuple[tuple[str, str], ...]) -> Iterator[None]:
+    """Set `env` in this process while rattler-build (in-process) renders and builds.
+
+    Recipes read user settings such as MAX_JOBS through `env.get(...)` at render time.
+    """
+    saved = {name: os.environ.get(name) for name, _ in env}
+    os.environ.update(dict(env))
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def package_format_arg(options: BuildOptions) -> str:
@@ -145,22 +165,21 @@ class RattlerBuildEngine:
         built: list[Path] = []
         with BuildLog(log_path) as log:
             log.write(f"condapipe: rattler-build {rb.rattler_build_version()} building {recipe_path}")
+            failure: Exception | None = None
             try:
-                variants = recipe.render(variant_config, render_config)
-                for variant in variants:
-                    result = variant.run_build(
-                        tool_config=tool_config,
-                        output_dir=scratch,
-                        channels=self.channels(options),
-                        progress_callback=_LogForwarder(log),
-                        package_format=package_format_arg(options),
-                    )
-                    built.extend(Path(p) for p in result.packages)
+                with environment(options.env):
+                    for variant in recipe.render(variant_config, render_config):
+                        result = variant.run_build(
+                            tool_config=tool_config,
+                            output_dir=scratch,
+                            channels=self.channels(options),
+                            progress_callback=_LogForwarder(log),
+                            package_format=package_format_arg(options),
+                        )
+                        built.extend(Path(p) for p in result.packages)
             except rb.RattlerBuildError as exc:
                 log.write(f"condapipe: rattler-build failed: {exc}", style="red")
                 failure = exc
-            else:
-                failure = None
             log_path = log.path
         if failure is not None:
             found = diagnose.diagnose_file(log_path)
