@@ -105,6 +105,18 @@ class Script:
 
 
 @dataclass(frozen=True)
+class DownPrioritize:
+    """Make the solver prefer other builds where `when` holds (pytorch's CPU build before the mutex).
+
+    v0 writes ``track_features: [feature]``, v1 ``build.variant.down_prioritize_variant`` (which
+    rattler-build turns into track_features itself).
+    """
+
+    feature: str
+    when: When = ALWAYS
+
+
+@dataclass(frozen=True)
 class Tests:
     """What the package must pass after building: imports, shell commands, extra test deps."""
 
@@ -163,6 +175,7 @@ class RecipeModel:
     # Big CUDA libraries: scanning them for the build prefix is slow and pointless.
     detect_binary_prefix: bool = True
     missing_dso_allowlist: tuple[str, ...] = ()
+    down_prioritize: DownPrioritize | None = None
 
 
 def variant_refs(text: str) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import tempfile
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -58,7 +59,8 @@ def build_sh(model: RecipeModel) -> str:
     if keys:
         lines += [
             "# Variant keys come from the environment: conda-build exports them, rattler-build gets",
-            f"# them through build.script.env in recipe.yaml: {', '.join(keys)}.",
+            "# them through build.script.env in recipe.yaml:",
+            *textwrap.wrap(", ".join(keys), width=96, initial_indent="#   ", subsequent_indent="#   "),
             "# shellcheck disable=SC2154",
         ]
     lines += ["set -euo pipefail", ""]
@@ -93,7 +95,8 @@ def plan_files(model: RecipeModel) -> dict[str, bytes]:
 def _check_refs(model: RecipeModel) -> None:
     """Every ``{{ key }}`` a model string uses must be a variant key (a typo would render empty)."""
     known = set(model.variants.names())
-    texts = [model.name, model.build_string or "", model.source.url or "", model.source.sha256 or ""]
+    texts = [model.name, model.version, model.build_string or ""]
+    texts += [model.source.url or "", model.source.sha256 or ""]
     texts += [d.spec for d in _all_deps(model)] + list(model.tests.commands)
     texts += [value for _, value in model.script.env]
     missing = sorted({ref for text in texts for ref in variant_refs(text)} - known)

@@ -61,6 +61,10 @@ def _build(model: RecipeModel) -> dict[str, Any]:
     build["script"] = script
     if not model.detect_binary_prefix:
         build["prefix_detection"] = {"ignore_binary_files": True}
+    if model.down_prioritize is not None:
+        condition = condition_v1(model.down_prioritize.when)
+        weight: Any = "${{ 1 if " + condition + " else 0 }}" if condition else 1
+        build["variant"] = {"down_prioritize_variant": weight}
     if model.missing_dso_allowlist:
         build["dynamic_linking"] = {"missing_dso_allowlist": list(model.missing_dso_allowlist)}
     return build
@@ -81,7 +85,7 @@ def _tests(model: RecipeModel) -> list[dict[str, Any]]:
 def recipe_yaml(model: RecipeModel) -> str:
     """The text of recipe.yaml."""
     recipe: dict[str, Any] = {
-        "package": {"name": jinja_v1(model.name), "version": model.version},
+        "package": {"name": jinja_v1(model.name), "version": jinja_v1(model.version)},
         "source": _source(model),
         "build": _build(model),
     }

@@ -28,9 +28,14 @@ SOURCES = ("cuda_smoke.cu", "cuda_smoke.h", "cuda_smoke_cli.c")
 
 # Run in the unpacked source dir ($SRC_DIR), which holds the files of recipes/cuda-smoke/src.
 BUILD_BODY = """\
+nvcc_release="$(nvcc --version | sed -n 's/.*release \\([0-9][0-9]*\\.[0-9][0-9]*\\).*/\\1/p')"
+if [ "${nvcc_release}" != "${cuda_version}" ]; then
+    echo "cuda-smoke: nvcc on PATH is CUDA ${nvcc_release:-unknown}, but CUDA ${cuda_version} was requested" >&2
+    exit 1
+fi
 read -r -a gencode <<< "${cuda_gencode}"
 mkdir -p "${PREFIX}/lib" "${PREFIX}/bin" "${PREFIX}/include"
-echo "cuda-smoke: nvcc $(nvcc --version | tail -n 1) for archs ${cuda_arch_list}"
+echo "cuda-smoke: nvcc ${nvcc_release} for archs ${cuda_arch_list}"
 nvcc -O2 -std=c++17 "${gencode[@]}" -Xcompiler -fPIC -shared \\
     -DCUDA_SMOKE_ARCHS="\\"${cuda_arch_list}\\"" -DCUDA_SMOKE_CUDA="\\"${cuda_version}\\"" \\
     -Xlinker -soname=libcuda_smoke.so -o "${PREFIX}/lib/libcuda_smoke.so" cuda_smoke.cu

@@ -1,0 +1,120 @@
+"""Helpers shared by the package families: templates, patch-catalog selection, variant rows.
+
+Families differ in what they say, not in how they read templates or apply the patch catalog,
+so those mechanics live here once.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import jinja2
+from condapipe.errors import UsageError
+from condapipe.recipe_model import ALWAYS, Patch, Variants, When
+from condapipe.spec import BuildSpec
+from ruamel.yaml import YAML
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    root = resources.files("condapipe.recipes")
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(root)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    env.filters["bash_quote"] = shlex.quote
+    return env
+
+
+def render_template(name: str, **values: Any) -> str:
+    """Render recipes/<name> (e.g. "pytorch/build.sh.j2"); a missing value is an error, not ""."""
+    return _environment().get_template(name).render(**values)
+
+
+def family_data(family: str) -> dict[str, Any]:
+    """recipes/<family>/family.yaml: the family's own small facts (e.g. memory per compile job)."""
+    text = resources.files("condapipe.recipes").joinpath(family, "family.yaml").read_text()
+    return YAML(typ="safe").load(text)
+
+
+@dataclass(frozen=True)
+class CatalogSelection:
+    """What the patch catalog contributes to one recipe: patch files and config env."""
+
+    patches: tuple[Patch, ...]
+    env: tuple[tuple[str, str], ...]  # config env that holds for every CUDA variant
+    env_by_cuda: tuple[tuple[tuple[str, ...], str, str], ...]  # (cuda values, name, value): some only
+
+
+def _when_cuda(cudas: Sequence[str], all_cudas: Sequence[str]) -> When:
+    return ALWAYS if list(cudas) == list(all_cudas) else When(cuda=tuple(cudas))
+
+
+def select_catalog(spec: BuildSpec, package: str, versions: dict[str, str]) -> CatalogSelection:
+    """Apply condapipe.patch_catalog per CUDA variant and merge, keeping catalog order.
+
+    `versions` maps each CUDA variant value to the upstream version built for it (magma's
+    version depends on the CUDA; pytorch's does not).
+    """
+    from condapipe.patch_catalog import applicable
+
+    all_cudas = list(spec.cudas)
+    order: list[str] = []
+    entries: dict[str, Any] = {}
+    where: dict[str, list[str]] = {}
+    for cuda in all_cudas:
+        for entry in applicable(package, versions[cuda], cuda, spec.platform):
+            if entry.id not in entries:
+                order.append(entry.id)
+                entries[entry.id] = entry
+            where.setdefault(entry.id, []).append(cuda)
+    patches: list[Patch] = []
+    env: list[tuple[str, str]] = []
+    env_some: list[tuple[tuple[str, ...], str, str]] = []
+    names: dict[str, str] = {}
+    for entry_id in order:
+        entry = entries[entry_id]
+        cudas = where[entry_id]
+        if entry.patch_file is not None:
+            name = entry.patch_file.name
+            if names.setdefault(name, entry_id) != entry_id:
+                raise UsageError(f"patch catalog: {names[name]} and {entry_id} share the file name {name}")
+            patches.append(Patch(name=name, origin=entry.patch_file, when=_when_cuda(cudas, all_cudas)))
+        for key, value in entry.env:
+            if cudas == all_cudas:
+                env.append((key, value))
+            else:
+                env_some.append((tuple(cudas), key, value))
+    return CatalogSelection(tuple(patches), tuple(env), tuple(env_some))
+
+
+def variant_matrix(
+    pythons: Iterable[str], rows: Sequence[dict[str, str]], *, cuda_key: str = "cuda_version"
+) -> Variants:
+    """Python axis x one row of zipped keys per CUDA variant (all rows have the same keys)."""
+    keys: list[tuple[str, tuple[str, ...]]] = []
+    py = tuple(pythons)
+    if py:
+        keys.append(("python", py))
+    columns = list(rows[0]) if rows else []
+    if columns and columns[0] != cuda_key:
+        raise ValueError(f"the first variant column must be {cuda_key}")
+    for column in columns:
+        keys.append((column, tuple(row[column] for row in rows)))
+    zips = (tuple(columns),) if len(columns) > 1 else ()
+    return Variants(keys=tuple(keys), zip_keys=zips)
+
+
+def common_value(rows: Sequence[dict[str, str]], key: str) -> str | None:
+    """The value of `key` when every variant row has the same one, else None."""
+    values = {row[key] for row in rows}
+    return values.pop() if len(values) == 1 else None

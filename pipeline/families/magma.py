@@ -1,0 +1,86 @@
+"""The magma family: BuildSpec -> RecipeModel for pytorch's magma-cudaXY packages.
+
+One upstream magma version per recipe (the spec refuses CUDAs that need different ones); the
+package name (magma-cuda118), the -gencode list and the nvcc flags vary with the CUDA variant.
+The package is the static libmagma.a plus headers, as pytorch links it into libtorch_cuda.
+"""
+
+from __future__ import annotations
+
+from condapipe import tables
+from condapipe.errors import UsageError
+from condapipe.families._common import (
+    common_value,
+    family_data,
+    render_template,
+    select_catalog,
+    variant_matrix,
+)
+from condapipe.recipe_model import About, Dep, RecipeModel, Requirements, Script, SourceRef, Tests
+from condapipe.spec import BuildSpec, CudaVariant
+
+STATIC_CHECKS = (
+    'test -f "${PREFIX}/lib/libmagma.a"',
+    'test -f "${PREFIX}/include/magma_v2.h"',
+    'test ! -e "${PREFIX}/lib/libmagma.so"',
+)
+
+
+def _variant_row(variant: CudaVariant) -> dict[str, str]:
+    info = tables.cuda_info(variant.cuda)
+    archs = (variant.archs or info.magma_arch_list()).sass_only()
+    return {
+        "cuda_version": info.version,
+        "magma_package": info.magma.package,
+        "magma_gencode": " ".join(archs.gencode_flags()),
+        "magma_nvcc_flags": ";".join(info.nvcc_flags),
+    }
+
+
+def _source(spec: BuildSpec) -> SourceRef:
+    src = spec.source
+    if src.kind == "path":
+        return SourceRef(path=src.path)
+    if src.kind == "git":
+        return SourceRef(git_url=src.url, git_rev=src.rev)
+    if not src.url:
+        raise UsageError(f"magma {spec.version}: no source; pass --source DIR or a tarball URL")
+    if not src.sha256:
+        raise UsageError(
+            f"magma {spec.version}: no sha256 known for {src.url}; add it to cuda.yaml magma_sources "
+            "or pass --source DIR with an unpacked, verified tarball"
+        )
+    return SourceRef(url=src.url, sha256=src.sha256)
+
+
+def build_model(spec: BuildSpec) -> RecipeModel:
+    """The recipe of magma for the spec's CUDA variant(s)."""
+    if any(v.is_cpu for v in spec.cuda_variants):
+        raise UsageError("magma is a CUDA package: --cuda cpu is not valid for it")
+    data = family_data("magma")
+    rows = [_variant_row(v) for v in spec.cuda_variants]
+    catalog = select_catalog(spec, "magma", {c: spec.version for c in spec.cudas})
+    env = {**dict(catalog.env), **dict(spec.extra_env)}
+    if catalog.env_by_cuda:
+        raise UsageError("magma: patch-catalog settings differ between the CUDAs; render each separately")
+    body = render_template("magma/build.sh.j2", per_job_mib=data["mem_per_job_gb"] * 1024)
+    name = common_value(rows, "magma_package") or "{{ magma_package }}"
+    cuda = common_value(rows, "cuda_version") or "{{ cuda_version }}"
+    source = _source(spec)
+    return RecipeModel(
+        name=name,
+        version=spec.version,
+        build_number=spec.build_number,
+        build_string=str(spec.build_number),
+        source=SourceRef(**{**source.__dict__, "patches": catalog.patches}),
+        script=Script(env=tuple(env.items()), body=body, passthrough=tuple(data["passthrough"])),
+        requirements=Requirements(build=tuple(Dep(n) for n in data["build_requirements"])),
+        tests=Tests(commands=STATIC_CHECKS),
+        about=About(
+            home=data["home"],
+            license=data["license"],
+            license_file=data["license_file"],
+            summary=data["summary"].format(cuda=cuda),
+        ),
+        variants=variant_matrix((), rows),
+    )

@@ -1,0 +1,225 @@
+"""The pytorch family: BuildSpec -> RecipeModel in the style of pytorch/builder's conda recipe.
+
+Per-version facts (pins, build command, static cuDNN/NCCL, mutex scheme, memory per job) come
+from pipeline/data/pytorch.yaml and per-CUDA facts (arch list defaults, run constraint, magma
+package, BUILD_SPLIT_CUDA) from cuda.yaml, both through condapipe.tables. Everything that varies
+with the CUDA variant becomes a zipped variant key, so several --cuda/--python values give one
+recipe with a matrix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from condapipe import tables
+from condapipe.families._common import (
+    common_value,
+    family_data,
+    render_template,
+    select_catalog,
+    variant_matrix,
+)
+from condapipe.recipe_model import (
+    ALWAYS,
+    About,
+    Dep,
+    DownPrioritize,
+    RecipeModel,
+    Requirements,
+    Script,
+    SourceRef,
+    Tests,
+    When,
+)
+from condapipe.spec import BuildSpec, CudaVariant
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+NONE = "none"  # placeholder value of CUDA-only variant keys in the CPU variant
+
+CUDA_CHECK = (
+    "python -c \"import torch; v = torch.version.cuda or 'cpu'; "
+    "assert v == '{{ cuda_version }}', 'torch.version.cuda is %s' % v\""
+)
+# get_arch_list() is empty without a GPU; the comparison runs where a GPU is present.
+ARCH_CHECK = (
+    "python -c \"import torch; want = sorted(a for a in '{{ torch_arch_names }}'.split() if a != 'none'); "
+    "got = sorted(torch.cuda.get_arch_list()) if torch.cuda.is_available() else want; "
+    "assert got == want, 'arch list %s, expected %s' % (got, want)\""
+)
+
+
+def _variant_row(spec: BuildSpec, series: tables.PytorchInfo, variant: CudaVariant) -> dict[str, str]:
+    """The zipped variant keys of one CUDA variant (CUDA-only keys are NONE for cpu)."""
+    if variant.is_cpu or variant.archs is None:
+        return {
+            "cuda_version": "cpu",
+            "cudnn_version": NONE,
+            "build_tag": "cpu",
+            "torch_variant": "cpu",
+            "torch_cuda_arch_list": NONE,
+            "torch_arch_names": NONE,
+            "torch_nvcc_flags": NONE,
+            "build_split_cuda": "OFF",
+            "use_static_cudnn": "0",
+            "magma_package": NONE,
+            "cuda_run_constraint": NONE,
+        }
+    info = tables.cuda_info(variant.cuda)
+    cudnn = variant.cudnn or info.cudnn
+    split = info.build_split_cuda and series.build_split_cuda
+    static_cudnn = series.static_cudnn and info.cudnn_static_available
+    return {
+        "cuda_version": info.version,
+        "cudnn_version": cudnn,
+        "build_tag": f"cuda{info.version}_cudnn{cudnn}",
+        "torch_variant": "cuda",
+        "torch_cuda_arch_list": variant.archs.torch_arch_list(),
+        "torch_arch_names": " ".join(sorted(variant.archs.sass() | variant.archs.ptx())),
+        "torch_nvcc_flags": " ".join(info.nvcc_flags),
+        "build_split_cuda": "ON" if split else "OFF",
+        "use_static_cudnn": "1" if static_cudnn else "0",
+        "magma_package": info.magma.package,
+        "cuda_run_constraint": str(info.run_constraint),
+    }
+
+
+def _match_spec(name: str, pin: str) -> str:
+    """Table pin -> match spec: "" unpinned, "1.23.5" means conda's `=1.23.5` (1.23.5.*)."""
+    if not pin:
+        return name
+    if pin[0].isdigit() and not pin.endswith("*") and "," not in pin:
+        return f"{name} {pin}.*"
+    return f"{name} {pin}"
+
+
+def _pinned(name: str, series: tables.PytorchInfo, pythons: Sequence[str]) -> list[Dep]:
+    """One host dep, or one per Python when the pin differs between the spec's Pythons."""
+    per_python = {py: _match_spec(name, series.pin(name, py)) for py in pythons} if pythons else {}
+    if not per_python:
+        return [Dep(_match_spec(name, series.pin(name)))]
+    if len(set(per_python.values())) == 1:
+        return [Dep(next(iter(per_python.values())))]
+    return [Dep(spec, When(python=f"=={py}")) for py, spec in per_python.items()]
+
+
+def _python_when(specifier: str | None, pythons: Sequence[str]) -> When | None:
+    """ALWAYS if a python-restricted dep holds for all the spec's Pythons, None if for none."""
+    if specifier is None:
+        return ALWAYS
+    matching = [py for py in pythons if Version(py) in SpecifierSet(specifier)]
+    if not matching:
+        return None
+    return ALWAYS if len(matching) == len(pythons) else When(python=specifier)
+
+
+def _requirements(spec: BuildSpec, series: tables.PytorchInfo, rows: list[dict[str, str]]) -> Requirements:
+    data = family_data("pytorch")
+    blas = data["blas"][spec.blas]
+    cuda_values = tuple(r["cuda_version"] for r in rows if r["cuda_version"] != "cpu")
+    has_cpu = any(r["cuda_version"] == "cpu" for r in rows)
+    on_cuda = When(cuda=cuda_values) if has_cpu else ALWAYS
+    on_cpu = When(cuda=("cpu",)) if cuda_values else ALWAYS
+
+    host: list[Dep] = [Dep("python")]
+    host += _pinned("numpy", series, spec.pythons)
+    host += _pinned("setuptools", series, spec.pythons)
+    host += _pinned("typing_extensions", series, spec.pythons)
+    host += [Dep(name) for name in data["host_requirements"]]
+    if series.build_command.startswith("pip "):
+        host.append(Dep("pip"))
+    if spec.blas == "mkl":
+        host += _pinned("mkl", series, spec.pythons)
+    host += [Dep(name) for name in blas["host"]]
+    if cuda_values:
+        host.append(Dep("{{ magma_package }}", on_cuda))
+
+    run: list[Dep] = [Dep("python")]
+    for dep in series.run_deps:
+        if dep.blas is not None and dep.blas != spec.blas:
+            continue
+        when = _python_when(dep.python, spec.pythons)
+        if when is not None:
+            run.append(Dep(dep.spec, when))
+    if cuda_values:
+        run.append(Dep("{{ cuda_run_constraint }}", on_cuda))
+
+    constrained: list[Dep] = []
+    if series.mutex == "pytorch-mutex":
+        run.append(Dep("pytorch-mutex 1.0 {{ torch_variant }}"))
+        if has_cpu:
+            constrained.append(Dep("cpuonly", on_cpu))
+    if cuda_values:
+        constrained.append(Dep("cpuonly <0", on_cuda))
+    return Requirements(
+        build=tuple(Dep(name) for name in data["build_requirements"]),
+        host=tuple(host),
+        run=tuple(run),
+        run_constrained=tuple(constrained),
+    )
+
+
+def _source(spec: BuildSpec, data: dict) -> SourceRef:
+    src = spec.source
+    if src.kind == "path":
+        return SourceRef(path=src.path)
+    if src.kind == "url":
+        return SourceRef(url=src.url, sha256=src.sha256)
+    return SourceRef(git_url=src.url or data["git_url"], git_rev=src.rev or f"v{spec.version}")
+
+
+def _build_command(command: str) -> str:
+    """Table build command -> the line in build.sh (pip through the host Python)."""
+    return f"python -m {command}" if command.startswith("pip ") else command
+
+
+def build_model(spec: BuildSpec) -> RecipeModel:
+    """The recipe of one pytorch spec (all its Pythons and CUDA variants)."""
+    data = family_data("pytorch")
+    series = tables.pytorch_info(spec.version)
+    rows = [_variant_row(spec, series, v) for v in spec.cuda_variants]
+    catalog = select_catalog(spec, "pytorch", {c: spec.version for c in spec.cudas})
+
+    # Later sources win: family constants < patch catalog < the spec's env (which already holds
+    # the series' required env from pytorch.yaml, overridable by --env).
+    env: dict[str, str] = dict(data["constant_env"])
+    env["BLAS"] = data["blas"][spec.blas]["setting"]
+    env.update(catalog.env)
+    env.update(spec.extra_env)
+
+    body = render_template(
+        "pytorch/build.sh.j2",
+        per_job_mib=series.mem_per_job_gb * 1024,
+        static_nccl=series.static_nccl,
+        env_by_cuda=catalog.env_by_cuda,
+        build_command=_build_command(series.build_command),
+    )
+    has_cpu = "cpu" in spec.cudas
+    down = None
+    if series.mutex == "cpuonly-feature" and has_cpu:
+        down = DownPrioritize("cpuonly", When(cuda=("cpu",)) if len(rows) > 1 else ALWAYS)
+    tag = common_value(rows, "build_tag")
+    tests = [CUDA_CHECK]
+    if common_value(rows, "cuda_version") != "cpu":
+        tests.append(ARCH_CHECK)
+    return RecipeModel(
+        name="pytorch",
+        version=spec.version,
+        build_number=spec.build_number,
+        build_string=f"py{{{{ python }}}}_{tag or '{{ build_tag }}'}_{spec.build_number}",
+        source=SourceRef(**{**_source(spec, data).__dict__, "patches": catalog.patches}),
+        script=Script(env=tuple(env.items()), body=body, passthrough=tuple(data["passthrough"])),
+        requirements=_requirements(spec, series, rows),
+        tests=Tests(imports=("torch",), commands=tuple(tests)),
+        about=About(
+            home=data["home"],
+            license=data["license"],
+            license_file=data["license_file"],
+            summary=data["summary"],
+            dev_url=data["dev_url"],
+        ),
+        variants=variant_matrix(spec.pythons, rows),
+        detect_binary_prefix=False,
+        missing_dso_allowlist=tuple(data["missing_dso_allowlist"]),
+        down_prioritize=down,
+    )
