@@ -17,6 +17,8 @@ from condapipe.errors import CondapipeError
 
 # Module names under condapipe.commands, in --help order.
 COMMAND_MODULES: tuple[str, ...] = (
+    "render",
+    "build",
     "index",
     "upload",
     "patches",
