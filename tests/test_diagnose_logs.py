@@ -25,6 +25,7 @@ EXPECTED = {
     "unsupported-gnu-version.log": ("unsupported-gnu-version", "install a gcc within the range"),
     "numpy-missing.log": ("numpy-missing", "add numpy"),
     "msvc-lnk1161.log": ("msvc-lnk1161", "17.4.3"),
+    "nvcc-version-mismatch.log": ("nvcc-version-mismatch", "put the requested toolkit first on PATH"),
 }
 
 

@@ -30,7 +30,8 @@ SOURCES = ("cuda_smoke.cu", "cuda_smoke.h", "cuda_smoke_cli.c")
 BUILD_BODY = """\
 nvcc_release="$(nvcc --version | sed -n 's/.*release \\([0-9][0-9]*\\.[0-9][0-9]*\\).*/\\1/p')"
 if [ "${nvcc_release}" != "${cuda_version}" ]; then
-    echo "cuda-smoke: nvcc on PATH is CUDA ${nvcc_release:-unknown}, but CUDA ${cuda_version} was requested" >&2
+    echo "cuda-smoke: nvcc on PATH is CUDA ${nvcc_release:-unknown}," \\
+        "but CUDA ${cuda_version} was requested" >&2
     exit 1
 fi
 read -r -a gencode <<< "${cuda_gencode}"
