@@ -23,6 +23,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "upload",
     "patches",
     "config",
+    "fix",
+    "verify",
 )
 
 

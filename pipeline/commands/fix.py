@@ -1,0 +1,138 @@
+"""`condapipe fix PACKAGE|DIR…`: relocatable rpaths, vendored libraries, repack in place."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import click
+from condapipe.elf.patchers import PATCHER_NAMES, RPATH, RUNPATH
+from condapipe.elf.rpath import families, rules_for
+from condapipe.errors import BuildFailed, UsageError
+from condapipe.fix import FixOptions, FixReport, fix_package, fix_prefix
+from condapipe.output import console, dry_run_option, err_console, json_option, print_json
+from condapipe.package_io import FORMATS, PackOptions
+from rich.table import Table
+
+
+@click.command("fix")
+@click.argument("targets", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--family",
+    default="default",
+    show_default=True,
+    type=click.Choice(families()),
+    help="Package family whose per-directory rpath rules apply (data/rpath_rules.yaml).",
+)
+@click.option(
+    "--rpath",
+    "extra_rpaths",
+    multiple=True,
+    metavar="DIR",
+    help="Extra rpath folder relative to the prefix (conda-build's build/rpaths). Repeatable.",
+)
+@click.option(
+    "--build-prefix",
+    "build_prefixes",
+    multiple=True,
+    metavar="PATH",
+    help="Absolute build prefix whose rpath entries become $ORIGIN-relative. Repeatable.",
+)
+@click.option(
+    "--vendor",
+    multiple=True,
+    metavar="LIB",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="External library to copy into the package and re-link against. Repeatable.",
+)
+@click.option(
+    "--patcher",
+    type=click.Choice(PATCHER_NAMES),
+    default="auto",
+    show_default=True,
+    help="Force one patcher; auto edits in place when the new rpath fits.",
+)
+@click.option("--runpath", is_flag=True, help="Write DT_RUNPATH instead of the default DT_RPATH.")
+@click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, help="Parallel workers (0: all cores).")
+@click.option(
+    "-o",
+    "--output-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write fixed packages here instead of replacing them.",
+)
+@click.option("--zstd-level", type=click.IntRange(1, 22), default=19, show_default=True)
+@click.option("--threads", type=click.IntRange(min=0), default=0, help="zstd threads (0: all cores).")
+@dry_run_option
+@json_option
+def command(
+    targets: tuple[Path, ...],
+    family: str,
+    extra_rpaths: tuple[str, ...],
+    build_prefixes: tuple[str, ...],
+    vendor: tuple[Path, ...],
+    patcher: str,
+    runpath: bool,
+    jobs: int,
+    output_dir: Path | None,
+    zstd_level: int,
+    threads: int,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Rewrite rpaths of every ELF file in each PACKAGE (.conda/.tar.bz2) or prefix DIR."""
+    for prefix in build_prefixes:
+        if not prefix.startswith("/"):
+            raise UsageError(f"--build-prefix must be an absolute path, not {prefix!r}")
+    options = FixOptions(
+        rules=rules_for(family).with_extra(extra_rpaths),
+        tag=RUNPATH if runpath else RPATH,
+        patcher=patcher,
+        build_prefixes=build_prefixes,
+        vendor=vendor,
+        jobs=jobs,
+        dry_run=dry_run,
+    )
+    pack_options = PackOptions(zstd_level=zstd_level, threads=threads)
+    reports: list[FixReport] = []
+    for target in targets:
+        if target.is_dir():
+            if output_dir:
+                raise UsageError("--output-dir applies to package files, not to a prefix folder")
+            report = fix_prefix(target, options, prefixes=(str(target.resolve()),))
+        elif str(target).endswith(FORMATS):
+            report = fix_package(target, options, output_dir=output_dir, pack_options=pack_options)
+        elif not target.exists():
+            raise UsageError(f"{target}: no such file or directory")
+        else:
+            raise UsageError(f"{target}: expected a .conda/.tar.bz2 package or a prefix folder")
+        reports.append(report)
+    if as_json:
+        print_json([r.to_dict() for r in reports])
+    else:
+        for report in reports:
+            _print(report)
+    failed = [r for r in reports if not r.ok]
+    if failed:
+        raise BuildFailed(f"fix failed for {failed[0].target}", diagnosis="; ".join(failed[0].errors[:3]))
+
+
+def _print(report: FixReport) -> None:
+    verb = "would fix" if report.dry_run else "fixed"
+    used = Counter(f.patcher for f in report.changed)
+    table = Table(title=f"{verb} {report.target}", show_header=True)
+    table.add_column("file")
+    table.add_column("rpath")
+    table.add_column("patcher")
+    for f in report.changed:
+        table.add_row(f.path, f.new_rpath, f.patcher or "")
+    if report.changed:
+        console.print(table)
+    summary = ", ".join(f"{n} {name}" for name, n in sorted(used.items())) or "nothing to change"
+    console.print(
+        f"{verb} {len(report.changed)}/{len(report.files)} ELF files ({summary}) "
+        f"in {report.elapsed_s:.2f}s" + (f" -> {report.output}" if report.output else "")
+    )
+    for v in report.vendored:
+        console.print(f"vendored {v['source']} as {v['path']}")
+    for w in report.warnings:
+        err_console.print(f"warning: {w}")

@@ -1,0 +1,88 @@
+"""`condapipe verify PACKAGE…`: refuse packages that are tampered, unrelocatable or lack archs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from condapipe.arch import ArchList, parse_arch_list
+from condapipe.errors import BuildFailed
+from condapipe.output import console, err_console, json_option, print_json
+from condapipe.verify import VerifyReport, verify_package
+
+
+@click.command("verify")
+@click.argument("packages", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--arch",
+    "arch_text",
+    metavar="LIST",
+    help='CUDA archs the package promises, e.g. "8.0;9.0+PTX": missing ones are errors.',
+)
+@click.option(
+    "--build-prefix",
+    "build_prefixes",
+    multiple=True,
+    metavar="PATH",
+    help="Build prefix or work directory no file may mention. Repeatable.",
+)
+@click.option(
+    "--dep-lib",
+    "dep_libs",
+    multiple=True,
+    metavar="GLOB",
+    help="Needed-library name a run dependency provides (beyond data/linkage.yaml). Repeatable.",
+)
+@click.option("--platform", help="Platform for the system-library allowlist (default: the package's subdir).")
+@click.option("--deep", is_flag=True, help="Also decompress every fatbin payload and check it.")
+@click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, help="Parallel hashing (0: all cores).")
+@json_option
+def command(
+    packages: tuple[Path, ...],
+    arch_text: str | None,
+    build_prefixes: tuple[str, ...],
+    dep_libs: tuple[str, ...],
+    platform: str | None,
+    deep: bool,
+    jobs: int,
+    as_json: bool,
+) -> None:
+    """Check hashes, rpaths, needed libraries and CUDA archs of each PACKAGE."""
+    archs: ArchList | None = parse_arch_list(arch_text) if arch_text else None
+    reports = [
+        verify_package(
+            p,
+            archs=archs,
+            build_prefixes=build_prefixes,
+            dep_libs=dep_libs,
+            platform=platform,
+            deep=deep,
+            jobs=jobs,
+        )
+        for p in packages
+    ]
+    if as_json:
+        print_json([r.to_dict() for r in reports])
+    else:
+        for r in reports:
+            _print(r)
+    bad = [r for r in reports if not r.ok]
+    if bad:
+        count = sum(len(r.errors) for r in bad)
+        raise BuildFailed(
+            f"verify found {count} defect(s) in {len(bad)} package(s)", diagnosis=bad[0].errors[0]
+        )
+
+
+def _print(report: VerifyReport) -> None:
+    status = "[green]ok[/green]" if report.ok else "[red]FAILED[/red]"
+    console.print(
+        f"{status} {report.package}: {report.files_checked} files hashed, {report.elf_files} ELF files"
+    )
+    for rel, fat in sorted(report.fatbins.items()):
+        archs = ", ".join([*fat["sass"], *fat["ptx"]])  # type: ignore[misc]
+        console.print(f"  {rel}: {archs}")
+    for e in report.errors:
+        err_console.print(f"  [red]error[/red]: {e}", markup=True, highlight=False)
+    for w in report.warnings:
+        err_console.print(f"  [yellow]warning[/yellow]: {w}")

@@ -1,0 +1,336 @@
+"""`fix`: make every ELF file of a package or prefix relocatable, in parallel.
+
+Per file: the rpath from the family's rules (condapipe.elf.rpath), needed names of vendored
+libraries replaced, written by the cheapest patcher that can (condapipe.elf.patchers).
+For a package file: unpack, fix, refresh paths.json, repack the same format, rename over
+the original (or write to another folder) — never a half-written package.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import shutil
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from condapipe.elf.patchers import RPATH, Change, PatchError, apply_change
+from condapipe.elf.reader import ElfFile, NotElf, is_elf
+from condapipe.elf.rpath import RpathRules, decide, rules_for
+from condapipe.errors import BuildFailed, UsageError
+from condapipe.package_io import (
+    PackOptions,
+    file_digest,
+    load_paths_json,
+    pack,
+    package_format,
+    unpack,
+    update_paths_json,
+)
+
+EM_CUDA = 190  # cubins are ELF too, but not host code
+
+
+@dataclass(frozen=True)
+class FixOptions:
+    """How to fix: rules of the package family, DT_RPATH or DT_RUNPATH, patcher, vendoring."""
+
+    rules: RpathRules = field(default_factory=lambda: rules_for("default"))
+    tag: str = RPATH
+    patcher: str = "auto"
+    build_prefixes: tuple[str, ...] = ()
+    vendor: tuple[Path, ...] = ()
+    jobs: int = 0  # 0: one per core
+    dry_run: bool = False
+
+    def workers(self) -> int:
+        return self.jobs if self.jobs > 0 else (os.cpu_count() or 1)
+
+
+@dataclass
+class FileFix:
+    """What happened to one ELF file."""
+
+    path: str
+    old_rpath: str | None
+    new_rpath: str
+    tag: str
+    replaced_needed: list[tuple[str, str]] = field(default_factory=list)
+    patcher: str | None = None  # None: already correct, nothing written
+    error: str | None = None
+
+
+@dataclass
+class FixReport:
+    target: str
+    dry_run: bool
+    files: list[FileFix] = field(default_factory=list)
+    vendored: list[dict[str, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    output: str | None = None
+    elapsed_s: float = 0.0
+
+    @property
+    def changed(self) -> list[FileFix]:
+        return [f for f in self.files if f.patcher is not None]
+
+    @property
+    def errors(self) -> list[str]:
+        return [f"{f.path}: {f.error}" for f in self.files if f.error]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "target": self.target,
+            "dry_run": self.dry_run,
+            "ok": self.ok,
+            "output": self.output,
+            "elf_files": len(self.files),
+            "changed": len(self.changed),
+            "files": [asdict(f) for f in self.files],
+            "vendored": self.vendored,
+            "warnings": self.warnings,
+            "errors": self.errors,
+            "elapsed_s": round(self.elapsed_s, 3),
+        }
+
+
+# -- vendoring ----------------------------------------------------------------------------
+
+
+def vendored_name(source: Path, soname: str | None, keep: bool) -> str:
+    """`libcupti-1a2b3c4d.so.12`: soname (or file name) with an 8-hex sha256 of the content."""
+    base = soname or source.name
+    if keep:
+        return base
+    digest = hashlib.sha256()
+    with open(source, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    stem, dot, rest = base.partition(".so")
+    return f"{stem}-{digest.hexdigest()[:8]}{dot}{rest}"
+
+
+def _vendor_dir(root: Path, rules: RpathRules) -> Path:
+    matches = sorted(glob.glob(str(root / rules.vendor_dir)))
+    if len(matches) > 1:
+        raise UsageError(f"vendor dir {rules.vendor_dir} matches several folders: {matches}")
+    if matches:
+        return Path(matches[0])
+    if any(ch in rules.vendor_dir for ch in "*?["):
+        raise UsageError(f"{root}: no folder matches the vendor dir {rules.vendor_dir}")
+    return root / rules.vendor_dir
+
+
+def vendor_libraries(
+    root: Path, sources: tuple[Path, ...], rules: RpathRules, *, dry_run: bool = False
+) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """Copy external libraries into the package; returns (needed-name map, records)."""
+    mapping: dict[str, str] = {}
+    records: list[dict[str, str]] = []
+    if not sources:
+        return mapping, records
+    dest_dir = _vendor_dir(root, rules)
+    for src in sources:
+        real = Path(os.path.realpath(src))
+        if not real.is_file() or not is_elf(real):
+            raise UsageError(f"cannot vendor {src}: not an ELF shared library")
+        with ElfFile(real) as elf:
+            soname = elf.dynamic_info().soname
+        new_name = vendored_name(real, soname, rules.keeps_name(soname or real.name))
+        dest = dest_dir / new_name
+        for old in {src.name, real.name, soname or real.name}:
+            if old != new_name:
+                mapping[old] = new_name
+        records.append({"source": str(src), "path": dest.relative_to(root).as_posix(), "name": new_name})
+        if not dry_run:
+            dest_dir.mkdir(parents=True, exist_ok=True)
+            tmp = dest.with_name(f".{new_name}.tmp")
+            shutil.copyfile(real, tmp)
+            os.chmod(tmp, 0o755)
+            os.replace(tmp, dest)
+    return mapping, records
+
+
+# -- the per-file pass --------------------------------------------------------------------
+
+
+def elf_files(root: Path) -> list[str]:
+    """Host ELF files with a dynamic table (relative posix paths), hard-link duplicates once."""
+    seen: set[tuple[int, int]] = set()
+    out: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        rel_dir = Path(dirpath).relative_to(root)
+        if rel_dir.parts[:1] == ("info",):
+            continue
+        for name in sorted(filenames):
+            full = Path(dirpath) / name
+            if full.is_symlink() or not is_elf(full):
+                continue
+            st = full.stat()
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            try:
+                with ElfFile(full) as elf:
+                    if elf.e_machine == EM_CUDA or elf.e_type not in (2, 3) or not elf.dynamic_entries():
+                        continue
+            except (NotElf, ValueError):
+                continue
+            out.append((rel_dir / name).as_posix())
+    return out
+
+
+def _fix_one(
+    root: Path, rel: str, options: FixOptions, prefixes: tuple[str, ...], mapping: dict[str, str]
+) -> tuple[FileFix, list[str]]:
+    path = root / rel
+    with ElfFile(path) as elf:
+        info = elf.dynamic_info()
+        tags = {e.tag for e in elf.dynamic_entries()}
+    old = info.rpath if info.rpath is not None else info.runpath
+    decision = decide(rel, old, options.rules, prefixes=prefixes)
+    replaced = [(n, mapping[n]) for n in info.needed if n in mapping]
+    has_right_tag = (
+        (15 in tags and 29 not in tags) if options.tag == RPATH else (29 in tags and 15 not in tags)
+    )
+    record = FileFix(rel, old, decision.value, options.tag, replaced)
+    if decision.value == (old or "") and has_right_tag and not replaced:
+        return record, list(decision.warnings)
+    if options.dry_run:
+        record.patcher = f"{options.patcher} (dry run)"
+        return record, list(decision.warnings)
+    change = Change(rpath=decision.value, tag=options.tag, replace_needed=tuple(replaced))
+    try:
+        record.patcher = apply_change(path, change, options.patcher)
+    except (PatchError, OSError) as exc:
+        record.error = str(exc)
+    return record, list(decision.warnings)
+
+
+def fix_prefix(root: Path, options: FixOptions, *, prefixes: tuple[str, ...] = ()) -> FixReport:
+    """Fix every ELF file below `root` in place (a build prefix or an unpacked package)."""
+    start = time.monotonic()
+    root = Path(root)
+    if not root.is_dir():
+        raise UsageError(f"{root}: not a directory")
+    report = FixReport(target=str(root), dry_run=options.dry_run)
+    all_prefixes = tuple(dict.fromkeys((*options.build_prefixes, *prefixes)))
+    mapping, report.vendored = vendor_libraries(root, options.vendor, options.rules, dry_run=options.dry_run)
+    files = elf_files(root)
+    with ThreadPoolExecutor(max_workers=options.workers()) as pool:
+        results = list(pool.map(lambda rel: _fix_one(root, rel, options, all_prefixes, mapping), files))
+    for record, warnings in results:
+        report.files.append(record)
+        report.warnings.extend(warnings)
+    report.elapsed_s = time.monotonic() - start
+    return report
+
+
+# -- packages -----------------------------------------------------------------------------
+
+
+def declared_prefixes(root: Path) -> tuple[str, ...]:
+    """Prefix placeholders the package declares (paths.json) — the build prefix it was made in."""
+    try:
+        data = load_paths_json(root)
+    except UsageError:
+        return ()
+    return tuple(sorted({e["prefix_placeholder"] for e in data["paths"] if e.get("prefix_placeholder")}))
+
+
+def _hard_link_groups(root: Path, rels: list[str]) -> dict[str, list[str]]:
+    """For each changed file, every other path in the package sharing its inode."""
+    inodes: dict[tuple[int, int], list[str]] = {}
+    for dirpath, _dirs, filenames in os.walk(root):
+        for name in filenames:
+            full = Path(dirpath) / name
+            if full.is_symlink():
+                continue
+            st = full.stat()
+            if st.st_nlink > 1:
+                inodes.setdefault((st.st_dev, st.st_ino), []).append(full.relative_to(root).as_posix())
+    out: dict[str, list[str]] = {}
+    for rel in rels:
+        st = (root / rel).stat()
+        out[rel] = inodes.get((st.st_dev, st.st_ino), [rel])
+    return out
+
+
+def fix_package(
+    path: Path,
+    options: FixOptions,
+    *,
+    output_dir: Path | None = None,
+    pack_options: PackOptions | None = None,
+    work_dir: Path | None = None,
+) -> FixReport:
+    """Fix a `.conda` / `.tar.bz2`; the result replaces it atomically (or goes to `output_dir`)."""
+    start = time.monotonic()
+    path = Path(path)
+    package_format(path)
+    if not path.is_file():
+        raise UsageError(f"{path}: no such package")
+    out_path = (output_dir / path.name) if output_dir else path
+    scratch_parent = work_dir or out_path.parent
+    scratch_parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".condapipe-fix-", dir=scratch_parent))
+    try:
+        root = unpack(path, scratch / "pkg")
+        report = fix_prefix(root, options, prefixes=declared_prefixes(root))
+        report.target = str(path)
+        if report.errors:
+            raise BuildFailed(f"fix failed for {path.name}", diagnosis="; ".join(report.errors[:3]))
+        if options.dry_run:
+            report.output = None
+        elif report.changed or report.vendored or out_path != path:
+            changed = [f.path for f in report.changed]
+            groups = _hard_link_groups(root, changed)
+            digests = _digests(root, changed, options.workers())
+            all_changed = []
+            for rel in changed:
+                for alias in groups[rel]:
+                    digests[alias] = digests[rel]
+                    all_changed.append(alias)
+            added = [v["path"] for v in report.vendored]
+            update_paths_json(root, all_changed, added, digests)
+            pack(root, out_path, pack_options)
+            report.output = str(out_path)
+        else:
+            report.output = str(path)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    report.elapsed_s = time.monotonic() - start
+    return report
+
+
+def _digests(root: Path, rels: list[str], workers: int) -> dict[str, tuple[str, int]]:
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return dict(zip(rels, pool.map(lambda r: file_digest(root / r), rels), strict=True))
+
+
+def fix_package_file(
+    path: Path,
+    *,
+    family: str | None = None,
+    extra_rpaths: tuple[str, ...] = (),
+    vendor: tuple[Path, ...] = (),
+    tag: str = RPATH,
+    patcher: str = "auto",
+    pack_options: PackOptions | None = None,
+) -> FixReport:
+    """For the pipeline: fix one built package in place with its family's rules (atomic)."""
+    rules = rules_for(family).with_extra(extra_rpaths)
+    return fix_package(
+        Path(path),
+        FixOptions(rules=rules, tag=tag, patcher=patcher, vendor=tuple(vendor)),
+        pack_options=pack_options,
+    )

@@ -1,0 +1,267 @@
+"""Read, unpack and repack conda packages (`.conda` and `.tar.bz2`).
+
+Unpacking goes through conda-package-streaming (the reference reader, with its path-safety
+checks); repacking writes the same format in one streaming pass — tar straight into a
+multi-threaded zstd stream straight into the zip member — so a 3 GB package is read once
+and never held in memory. Modes, symlinks and hard links survive the round trip;
+`paths.json` hashes and sizes are refreshed for the files a fix changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import tarfile
+import zipfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import zstandard
+from conda_package_streaming import package_streaming
+from conda_package_streaming.extract import extract_stream
+from condapipe.errors import BuildFailed, UsageError
+
+CONDA = ".conda"
+TAR_BZ2 = ".tar.bz2"
+FORMATS = (CONDA, TAR_BZ2)
+DEFAULT_ZSTD_LEVEL = 19
+_COPY_CHUNK = 1 << 20
+
+
+def package_format(path: Path | str) -> str:
+    """Return ".conda" or ".tar.bz2"; anything else is a usage error."""
+    name = str(path)
+    for ext in FORMATS:
+        if name.endswith(ext):
+            return ext
+    raise UsageError(f"{path}: not a conda package (expected .conda or .tar.bz2)")
+
+
+def package_stem(path: Path | str) -> str:
+    """`name-version-build` (the file name without its extension)."""
+    name = Path(path).name
+    return name[: -len(package_format(name))]
+
+
+# -- reading ------------------------------------------------------------------------------
+
+
+def read_info_file(path: Path | str, member: str) -> bytes:
+    """One file of the package's `info/` folder, read without unpacking the package."""
+    path = Path(path)
+    package_format(path)
+    if not path.is_file():
+        raise UsageError(f"{path}: no such package")
+    try:
+        with open(path, "rb") as fh:
+            stream = package_streaming.stream_conda_component(
+                path.name, fh, component=package_streaming.CondaComponent.info
+            )
+            for tar, entry in stream:
+                if entry.name == member:
+                    extracted = tar.extractfile(entry)
+                    if extracted is None:
+                        break
+                    data = extracted.read()
+                    stream.close()
+                    return data
+    except (zipfile.BadZipFile, tarfile.TarError, zstandard.ZstdError, OSError, EOFError) as exc:
+        raise UsageError(f"{path}: unreadable package ({exc})") from exc
+    raise UsageError(f"{path}: package has no {member}")
+
+
+def read_index(path: Path | str) -> dict[str, Any]:
+    """`info/index.json`: name, version, build, depends, subdir."""
+    try:
+        return json.loads(read_info_file(path, "info/index.json"))
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: info/index.json is not valid JSON") from exc
+
+
+def unpack(path: Path | str, dest: Path | str) -> Path:
+    """Extract every member of the package into `dest` (created); returns `dest`."""
+    path, dest = Path(path), Path(dest)
+    fmt = package_format(path)
+    if not path.is_file():
+        raise UsageError(f"{path}: no such package")
+    dest.mkdir(parents=True, exist_ok=True)
+    components = (
+        [package_streaming.CondaComponent.pkg, package_streaming.CondaComponent.info]
+        if fmt == CONDA
+        else [package_streaming.CondaComponent.pkg]
+    )
+    try:
+        with open(path, "rb") as fh:
+            for component in components:
+                stream = package_streaming.stream_conda_component(path.name, fh, component=component)
+                extract_stream(stream, dest, tar_filter="tar")
+    except (zipfile.BadZipFile, tarfile.TarError, zstandard.ZstdError, EOFError) as exc:
+        raise UsageError(f"{path}: unreadable package ({exc})") from exc
+    return dest
+
+
+# -- hashing and paths.json ---------------------------------------------------------------
+
+
+def file_digest(path: Path) -> tuple[str, int]:
+    """(sha256 hex, size) of a file, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_COPY_CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+    return h.hexdigest(), size
+
+
+def load_paths_json(root: Path) -> dict[str, Any]:
+    pj = root / "info" / "paths.json"
+    if not pj.is_file():
+        raise UsageError(f"{root}: package has no info/paths.json")
+    return json.loads(pj.read_text())
+
+
+def update_paths_json(
+    root: Path,
+    changed: Iterable[str],
+    added: Iterable[str] = (),
+    digests: dict[str, tuple[str, int]] | None = None,
+) -> None:
+    """Refresh sha256/size of `changed` files and add entries for `added` ones.
+
+    `digests` may carry hashes already computed (by the workers that patched the files).
+    Also keeps `info/files` in step. Both files are written atomically.
+    """
+    digests = dict(digests or {})
+    data = load_paths_json(root)
+    entries = {e["_path"]: e for e in data["paths"]}
+    for rel in (*changed, *added):
+        if rel not in digests:
+            digests[rel] = file_digest(root / rel)
+    for rel in changed:
+        if rel in entries:
+            entries[rel]["sha256"], entries[rel]["size_in_bytes"] = digests[rel]
+    for rel in added:
+        full = root / rel
+        entry: dict[str, Any] = {"_path": rel}
+        if full.is_symlink():
+            entry["path_type"] = "softlink"
+        else:
+            entry["path_type"] = "hardlink"
+        entry["sha256"], entry["size_in_bytes"] = digests[rel]
+        entries[rel] = entry
+    data["paths"] = sorted(entries.values(), key=lambda e: e["_path"])
+    write_atomic(root / "info" / "paths.json", json.dumps(data, indent=2, sort_keys=True).encode() + b"\n")
+    files = root / "info" / "files"
+    if files.is_file() or added:
+        listed = files.read_text().splitlines() if files.is_file() else []
+        merged = list(dict.fromkeys([*listed, *added]))
+        write_atomic(files, ("\n".join(merged) + "\n").encode())
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to a temporary sibling and rename it over `path`."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+# -- packing ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PackOptions:
+    """Compression settings; level 19 is conda-build's default, threads 0 means all cores."""
+
+    zstd_level: int = DEFAULT_ZSTD_LEVEL
+    threads: int = 0
+    bz2_level: int = 9
+
+    def zstd_threads(self) -> int:
+        return self.threads if self.threads > 0 else (os.cpu_count() or 1)
+
+
+def member_list(root: Path) -> tuple[list[str], list[str]]:
+    """(info members, other members) relative to `root`, sorted; directories only when empty."""
+    info: list[str] = []
+    other: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        rel_dir = os.path.relpath(dirpath, root)
+        names = list(filenames)
+        # symlinks to directories are members, not folders to descend into
+        for d in list(dirnames):
+            if os.path.islink(os.path.join(dirpath, d)):
+                names.append(d)
+                dirnames.remove(d)
+        if rel_dir != "." and not names and not dirnames:
+            names = [""]  # keep the empty directory itself
+        for name in sorted(names):
+            rel = os.path.normpath(os.path.join(rel_dir, name)) if name else rel_dir
+            (info if rel == "info" or rel.startswith("info/") else other).append(rel)
+    return sorted(info), sorted(other)
+
+
+def _normalise(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """Owner-neutral members (conda packages carry no build-machine users)."""
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def _write_tar(fileobj: Any, root: Path, members: list[str]) -> None:
+    with tarfile.TarFile(fileobj=fileobj, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        tar.copybufsize = _COPY_CHUNK
+        for rel in members:
+            tar.add(root / rel, arcname=rel, recursive=False, filter=_normalise)
+
+
+def pack(root: Path, out_path: Path, options: PackOptions | None = None) -> Path:
+    """Pack the unpacked package at `root` into `out_path` (format from its name), atomically."""
+    options = options or PackOptions()
+    fmt = package_format(out_path)
+    info, other = member_list(root)
+    if "info/index.json" not in info:
+        raise UsageError(f"{root}: not an unpacked package (no info/index.json)")
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_path.with_name(f".{out_path.name}.tmp-{os.getpid()}")
+    try:
+        if fmt == CONDA:
+            _pack_conda(root, tmp, package_stem(out_path), info, other, options)
+        else:
+            with tarfile.open(
+                tmp, "w:bz2", compresslevel=options.bz2_level, format=tarfile.PAX_FORMAT
+            ) as tar:
+                tar.copybufsize = _COPY_CHUNK
+                for rel in [*info, *other]:  # info/ first: readers find metadata early
+                    tar.add(root / rel, arcname=rel, recursive=False, filter=_normalise)
+        os.replace(tmp, out_path)
+    except OSError as exc:
+        raise BuildFailed(f"cannot write {out_path}: {exc}") from exc
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out_path
+
+
+def _pack_conda(
+    root: Path, out: Path, stem: str, info: list[str], other: list[str], options: PackOptions
+) -> None:
+    # Same layout as conda-package-handling: metadata.json, the pkg component, then info.
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        zf.writestr("metadata.json", json.dumps({"conda_pkg_format_version": 2}))
+        for component, members in (("pkg", other), ("info", info)):
+            zinfo = zipfile.ZipInfo(f"{component}-{stem}.tar.zst", date_time=(1980, 1, 1, 0, 0, 0))
+            zinfo.external_attr = (stat.S_IFREG | 0o644) << 16
+            cctx = zstandard.ZstdCompressor(level=options.zstd_level, threads=options.zstd_threads())
+            with (
+                zf.open(zinfo, "w", force_zip64=True) as raw,
+                cctx.stream_writer(raw, closefd=False) as zw,
+            ):
+                _write_tar(zw, root, members)

@@ -1,0 +1,329 @@
+"""`verify`: nothing reaches a channel that is tampered, tied to the build machine, missing a
+library, or lacking the GPU archs it promises.
+
+Checks, each producing readable errors (defects) or warnings:
+- every file's sha256/size matches `info/paths.json`, and nothing unlisted is shipped;
+- RPATH/RUNPATH entries are `$ORIGIN`-relative and stay inside the prefix; no text file
+  mentions a build prefix or work directory (declared prefix placeholders excepted);
+  no symlink points to an absolute path;
+- every `DT_NEEDED` resolves inside the package (through the file's rpath), to a run
+  dependency (data/linkage.yaml), or to the platform allowlist;
+- the `.nv_fatbin` SASS/PTX archs of each ELF cover the requested arch list (missing:
+  error, extra: warning).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import shutil
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+from condapipe.arch import ArchList
+from condapipe.elf.fatbin import KIND_ELF, FatbinError, decompress, read_fatbin
+from condapipe.elf.reader import ElfFile, NotElf
+from condapipe.elf.rpath import ORIGIN_PREFIXES, split_rpath
+from condapipe.errors import UsageError
+from condapipe.fix import elf_files
+from condapipe.package_io import file_digest, load_paths_json, package_format, unpack
+from ruamel.yaml import YAML
+
+_TEXT_PROBE = 8192
+_TEXT_MAX = 64 << 20
+
+
+@dataclass
+class VerifyReport:
+    """The verdict on one package: `ok` is False when there is any error."""
+
+    package: str
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    files_checked: int = 0
+    elf_files: int = 0
+    fatbins: dict[str, dict[str, object]] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "package": self.package,
+            "ok": self.ok,
+            "errors": self.errors,
+            "warnings": self.warnings,
+            "files_checked": self.files_checked,
+            "elf_files": self.elf_files,
+            "fatbins": self.fatbins,
+        }
+
+
+@cache
+def _linkage() -> dict:
+    return YAML(typ="safe").load(resources.files("condapipe.data").joinpath("linkage.yaml").read_text())
+
+
+def system_libs(platform: str) -> tuple[str, ...]:
+    table = _linkage()["system_libs"]
+    return tuple(table.get(platform, table["linux-64"]))
+
+
+def dependency_libs(depends: list[str]) -> tuple[str, ...]:
+    """Needed-name globs provided by the run dependencies (`depends` match specs)."""
+    table = _linkage()["dependency_libs"]
+    out: list[str] = []
+    for spec in depends:
+        name = re.split(r"[\s<>=!~]", spec.strip(), maxsplit=1)[0]
+        out.extend(table.get(name, []))
+    return tuple(out)
+
+
+@cache
+def _build_path_re() -> re.Pattern[bytes]:
+    return re.compile(b"|".join(p.encode() for p in _linkage()["build_path_patterns"]))
+
+
+def verify_package(
+    path: Path | str,
+    *,
+    archs: ArchList | None = None,
+    build_prefixes: tuple[str, ...] = (),
+    dep_libs: tuple[str, ...] = (),
+    platform: str | None = None,
+    deep: bool = False,
+    jobs: int = 0,
+) -> VerifyReport:
+    """Verify a `.conda` / `.tar.bz2` (or an unpacked package folder)."""
+    path = Path(path)
+    if path.is_dir():
+        return verify_tree(
+            path,
+            archs=archs,
+            build_prefixes=build_prefixes,
+            dep_libs=dep_libs,
+            platform=platform,
+            deep=deep,
+            jobs=jobs,
+            name=str(path),
+        )
+    package_format(path)
+    if not path.is_file():
+        raise UsageError(f"{path}: no such package")
+    scratch = Path(tempfile.mkdtemp(prefix=".condapipe-verify-"))
+    try:
+        root = unpack(path, scratch / "pkg")
+        return verify_tree(
+            root,
+            archs=archs,
+            build_prefixes=build_prefixes,
+            dep_libs=dep_libs,
+            platform=platform,
+            deep=deep,
+            jobs=jobs,
+            name=str(path),
+        )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def verify_tree(
+    root: Path,
+    *,
+    archs: ArchList | None = None,
+    build_prefixes: tuple[str, ...] = (),
+    dep_libs: tuple[str, ...] = (),
+    platform: str | None = None,
+    deep: bool = False,
+    jobs: int = 0,
+    name: str | None = None,
+) -> VerifyReport:
+    """Verify an unpacked package folder (it must hold info/index.json and info/paths.json)."""
+    import json
+
+    report = VerifyReport(package=name or str(root))
+    index_file = root / "info" / "index.json"
+    if not index_file.is_file():
+        raise UsageError(f"{root}: not a conda package (no info/index.json)")
+    index = json.loads(index_file.read_text())
+    platform = platform or index.get("subdir") or "linux-64"
+    workers = jobs if jobs > 0 else (os.cpu_count() or 1)
+    paths = load_paths_json(root)["paths"]
+    _check_hashes(root, paths, report, workers)
+    placeholders = {e["_path"]: e["prefix_placeholder"] for e in paths if e.get("prefix_placeholder")}
+    elves = elf_files(root)
+    report.elf_files = len(elves)
+    allowed = (*system_libs(platform), *dependency_libs(list(index.get("depends", []))), *dep_libs)
+    for rel in elves:
+        _check_elf(root, rel, allowed, report)
+    _check_text_and_links(root, paths, placeholders, build_prefixes, report)
+    _check_archs(root, elves, archs, deep, report)
+    return report
+
+
+# -- individual checks --------------------------------------------------------------------
+
+
+def _check_hashes(root: Path, paths: list[dict], report: VerifyReport, workers: int) -> None:
+    listed = {e["_path"] for e in paths}
+    to_hash = []
+    for entry in paths:
+        rel = entry["_path"]
+        full = root / rel
+        kind = entry.get("path_type", "hardlink")
+        if kind == "softlink":
+            if not full.is_symlink():
+                report.errors.append(f"{rel}: listed as a symlink in paths.json but is not one")
+        elif kind == "directory":
+            if not full.is_dir():
+                report.errors.append(f"{rel}: listed directory is missing")
+        elif not full.is_file() or full.is_symlink():
+            report.errors.append(f"{rel}: listed in paths.json but missing from the package")
+        else:
+            to_hash.append(entry)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        digests = list(pool.map(lambda e: file_digest(root / e["_path"]), to_hash))
+    for entry, (sha, size) in zip(to_hash, digests, strict=True):
+        rel = entry["_path"]
+        if "size_in_bytes" in entry and entry["size_in_bytes"] != size:
+            report.errors.append(f"{rel}: size {size} differs from paths.json ({entry['size_in_bytes']})")
+        elif entry.get("sha256") and entry["sha256"] != sha:
+            report.errors.append(f"{rel}: sha256 differs from paths.json (file was modified)")
+    report.files_checked = len(to_hash)
+    for dirpath, _dirs, filenames in os.walk(root):
+        rel_dir = Path(dirpath).relative_to(root)
+        if rel_dir.parts[:1] == ("info",):
+            continue
+        for fname in filenames:
+            rel = (rel_dir / fname).as_posix()
+            if rel not in listed:
+                report.errors.append(f"{rel}: shipped but not listed in paths.json")
+
+
+def _resolve_dirs(root: Path, rel: str, entries: list[str], report: VerifyReport) -> list[str]:
+    """Package-relative folders an rpath reaches; reports entries that are not relocatable."""
+    dirs = []
+    origin = posixpath.dirname(rel)
+    for entry in entries:
+        origin_form = next((o for o in ORIGIN_PREFIXES if entry.startswith(o)), None)
+        if origin_form is None:
+            report.errors.append(
+                f"{rel}: rpath entry {entry} is not $ORIGIN-relative (links to the build machine)"
+            )
+            continue
+        target = posixpath.normpath(posixpath.join(origin, entry[len(origin_form) :].lstrip("/")))
+        if target == ".." or target.startswith("../"):
+            report.errors.append(f"{rel}: rpath entry {entry} leaves the prefix")
+            continue
+        dirs.append(target)
+    return dirs
+
+
+def _check_elf(root: Path, rel: str, allowed: tuple[str, ...], report: VerifyReport) -> None:
+    try:
+        with ElfFile(root / rel) as elf:
+            info = elf.dynamic_info()
+    except (NotElf, ValueError) as exc:
+        report.errors.append(f"{rel}: unreadable ELF ({exc})")
+        return
+    search = split_rpath(info.rpath) + split_rpath(info.runpath)
+    dirs = _resolve_dirs(root, rel, search, report)
+    for needed in info.needed:
+        if "/" in needed:
+            report.errors.append(f"{rel}: needs {needed} by path")
+            continue
+        if any(os.path.lexists(root / d / needed) for d in dirs):
+            continue
+        if any(fnmatchcase(needed, pat) for pat in allowed):
+            continue
+        report.errors.append(
+            f"{rel}: needs {needed}, found neither in the package (via its rpath), "
+            "its run dependencies, nor the system allowlist"
+        )
+
+
+def _is_text(full: Path) -> bool:
+    with open(full, "rb") as fh:
+        head = fh.read(_TEXT_PROBE)
+    return b"\0" not in head
+
+
+def _check_text_and_links(
+    root: Path,
+    paths: list[dict],
+    placeholders: dict[str, str],
+    build_prefixes: tuple[str, ...],
+    report: VerifyReport,
+) -> None:
+    explicit = [p.encode() for p in build_prefixes if p]
+    for entry in paths:
+        rel = entry["_path"]
+        full = root / rel
+        if full.is_symlink():
+            target = os.readlink(full)
+            if target.startswith("/"):
+                report.errors.append(f"{rel}: symlink to absolute path {target}")
+            continue
+        if not full.is_file() or full.stat().st_size > _TEXT_MAX or not _is_text(full):
+            continue
+        data = full.read_bytes()
+        if rel in placeholders and entry.get("file_mode", "text") == "text":
+            data = data.replace(placeholders[rel].encode(), b"")
+        hits = [p.decode() for p in explicit if p in data]
+        match = _build_path_re().search(data)
+        if match:
+            hits.append(match.group(0).decode("utf-8", "replace"))
+        if hits:
+            report.errors.append(f"{rel}: mentions the build machine path {hits[0]}")
+
+
+def _check_archs(
+    root: Path, elves: list[str], archs: ArchList | None, deep: bool, report: VerifyReport
+) -> None:
+    want_sass = archs.sass() if archs is not None else frozenset()
+    want_ptx = archs.ptx() if archs is not None else frozenset()
+    for rel in elves:
+        try:
+            fat = read_fatbin(root / rel)
+        except FatbinError as exc:
+            report.errors.append(f"{rel}: {exc}")
+            continue
+        if not fat.entries:
+            continue
+        report.fatbins[rel] = fat.to_dict()
+        if deep:
+            _check_payloads(root / rel, rel, fat.entries, report)
+        if archs is None:
+            continue
+        missing = sorted(want_sass - fat.sass) + sorted(want_ptx - fat.ptx)
+        extra = sorted(fat.sass - want_sass) + sorted(fat.ptx - want_ptx)
+        if missing:
+            report.errors.append(f"{rel}: missing CUDA archs {', '.join(missing)} (has {_has(fat)})")
+        if extra:
+            report.warnings.append(f"{rel}: extra CUDA archs {', '.join(extra)} not in the arch list")
+    if archs is not None and len(archs) and not report.fatbins:
+        report.warnings.append("arch list given but no ELF file in the package contains CUDA device code")
+
+
+def _has(fat: object) -> str:
+    sass = sorted(getattr(fat, "sass", ()))
+    ptx = sorted(getattr(fat, "ptx", ()))
+    return ", ".join([*sass, *ptx]) or "nothing"
+
+
+def _check_payloads(path: Path, rel: str, entries: tuple, report: VerifyReport) -> None:
+    for entry in entries:
+        try:
+            data = decompress(path, entry)
+        except (FatbinError, Exception) as exc:  # zstd errors have no common base class
+            report.errors.append(f"{rel}: {entry.name} payload is corrupt ({exc})")
+            continue
+        if entry.kind == KIND_ELF and not data.startswith(b"\x7fELF"):
+            report.errors.append(f"{rel}: {entry.name} payload is not a cubin")
