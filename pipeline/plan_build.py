@@ -398,7 +398,7 @@ def _job_steps(job: Job, options: PlanOptions, skip: str | None, skipped_jobs: s
             kind="fix",
             title="fix rpaths and vendored libraries",
             inputs={"code": code_digest("fix")},
-            action=act.fix_action(f"build:{label}"),
+            action=act.fix_action(f"build:{label}", job.spec.package if job.spec else None),
             needs=(f"build:{label}",),
             skip_reason=skip,
             package=label,

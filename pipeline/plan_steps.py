@@ -80,18 +80,21 @@ def build_action(job: Job, options: PlanOptions) -> Action:
     return run
 
 
-def fix_action(build_step: str) -> Action:
+def fix_action(build_step: str, family: str | None) -> Action:
     def run(ctx: StepContext) -> StepOutcome:
-        from condapipe.fix import fix_package
+        from condapipe.fix import fix_package_file
 
         fixed: list[Path] = []
         summaries = {}
         for pkg in _packages(ctx, build_step):
+            # Fix a copy: the engine's output stays as built, so a rerun of fix starts from it.
             out = ctx.step_dir / pkg.parent.name / pkg.name
             out.parent.mkdir(parents=True, exist_ok=True)
-            result = fix_package(pkg, out)
-            ctx.log.write(f"fixed {pkg.name}: {result}")
-            summaries[pkg.name] = _jsonable(result)
+            shutil.copyfile(pkg, out)
+            report = fix_package_file(out, family=family)
+            changed = len(report.changed)
+            ctx.log.write(f"fixed {pkg.name}: {changed} ELF files rewritten, {len(report.vendored)} vendored")
+            summaries[pkg.name] = {"changed": changed, "vendored": len(report.vendored)}
             fixed.append(out)
         return StepOutcome(files=tuple(fixed), data={"fix": summaries})
 
@@ -124,7 +127,9 @@ def verify_action(fix_step: str, archs: ArchList | None) -> Action:
 def test_action(fix_step: str, options: PlanOptions) -> Action:
     def run(ctx: StepContext) -> StepOutcome:
         import rattler_build
+        from condapipe.engines.rattler_build import ensure_channel
 
+        ensure_channel(options.output_dir)  # an unindexed local channel makes rattler-build's test fail
         channels = [str(options.output_dir.resolve()), *options.channels]
         results = {}
         for pkg in _packages(ctx, fix_step):
@@ -170,17 +175,6 @@ def publish_action(fix_step: str, options: PlanOptions) -> Action:
         return StepOutcome(files=tuple(published), data={"channel": str(channel.resolve())})
 
     return run
-
-
-def _jsonable(value: object) -> object:
-    to_dict = getattr(value, "to_dict", None)
-    if callable(to_dict):
-        return to_dict()
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    if isinstance(value, Path):
-        return str(value)
-    return repr(value)
 
 
 def remove_stale_temp(channel: Path) -> None:

@@ -1,0 +1,549 @@
+"""The individual preflight checks of `condapipe doctor`, each a function of (spec, machine).
+
+Each check runs the real tool it asks about (nvcc, gcc, cmake) from the machine's PATH and
+returns findings plus what the build should use because of them (MAX_JOBS, a toolkit root to
+switch to, CMAKE_POLICY_VERSION_MINIMUM). Tables live in data/doctor.yaml and data/cuda.yaml.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from condapipe.doctor import Finding, Machine, doctor_data, family_facts
+from condapipe.errors import CondapipeError
+from condapipe.spec import BuildSpec
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+GIB = 1024**3
+
+
+@dataclass
+class CheckResult:
+    findings: list[Finding] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    cuda_homes: dict[str, str] = field(default_factory=dict)
+
+
+def _run(argv: list[str], machine: Machine) -> str | None:
+    """stdout+stderr of a tool, or None when it cannot run (missing, broken, hangs)."""
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=30, env={**machine.env, "PATH": machine.path}
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout + proc.stderr if proc.returncode == 0 else None
+
+
+def _cudas(spec: BuildSpec) -> list[str]:
+    return [v.cuda for v in spec.cuda_variants if not v.is_cpu]
+
+
+def _vkey(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text))
+
+
+# ---------------------------------------------------------------- nvcc
+
+
+def nvcc_version(nvcc: str, machine: Machine) -> str | None:
+    """ "13.0" from `nvcc --version` ("Cuda compilation tools, release 13.0, V13.0.88")."""
+    out = _run([nvcc, "--version"], machine)
+    m = re.search(r"release (\d+\.\d+)", out or "")
+    return m.group(1) if m else None
+
+
+def check_nvcc(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
+    """nvcc present and of the requested CUDA, or a /usr/local/cuda-X.Y toolkit to switch to."""
+    res = CheckResult()
+    cudas = _cudas(spec)
+    if not cudas:
+        res.findings.append(Finding("nvcc", "info", "CPU-only build: nvcc not needed"))
+        return res
+    nvcc = machine.which("nvcc")
+    on_path = nvcc_version(nvcc, machine) if nvcc else None
+    for cuda in cudas:
+        if on_path == cuda:
+            res.findings.append(Finding("nvcc", "ok", f"nvcc {cuda} at {nvcc}", data={"cuda": cuda}))
+            continue
+        root = machine.cuda_roots / f"cuda-{cuda}"
+        alt = root / "bin" / "nvcc"
+        alt_version = nvcc_version(str(alt), machine) if alt.is_file() else None
+        seen = f"nvcc on PATH is {on_path} ({nvcc})" if nvcc else "no nvcc on PATH"
+        if alt_version == cuda:
+            res.cuda_homes[cuda] = str(root)
+            res.findings.append(
+                Finding(
+                    "nvcc",
+                    "warn",
+                    f"CUDA {cuda} requested, {seen}; the build switches to the toolkit in {root}",
+                    fix=f"nothing to do; to use it yourself: export CUDA_HOME={root} PATH={root}/bin:$PATH",
+                    data={"cuda": cuda, "toolkit": str(root)},
+                )
+            )
+            continue
+        res.findings.append(
+            Finding(
+                "nvcc",
+                "block",
+                f"CUDA {cuda} requested but {seen} and there is no {root}",
+                fix=(
+                    f"install the CUDA {cuda} toolkit (runfile: --toolkit --silent "
+                    f"--installpath={root}; or apt install cuda-toolkit-{cuda.replace('.', '-')}), "
+                    f"or request the CUDA you have with --cuda {on_path}"
+                    if on_path
+                    else f"install the CUDA {cuda} toolkit into {root} and put {root}/bin on PATH"
+                ),
+                data={"cuda": cuda, "nvcc": nvcc, "nvcc_version": on_path},
+            )
+        )
+    return res
+
+
+# ---------------------------------------------------------------- gcc
+
+
+def gcc_version(gcc: str, machine: Machine) -> str | None:
+    out = _run([gcc, "-dumpfullversion", "-dumpversion"], machine)
+    m = re.search(r"(\d+(?:\.\d+)*)", out or "")
+    return m.group(1) if m else None
+
+
+def _older_gccs(machine: Machine, limit: int) -> list[str]:
+    """gcc-N binaries on PATH that nvcc would accept, newest first."""
+    found = []
+    for n in range(limit, 4, -1):
+        path = machine.which(f"gcc-{n}")
+        if path:
+            found.append(path)
+    return found
+
+
+def check_gcc(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
+    """The host compiler nvcc will call must not be newer than its host_config.h accepts."""
+    from condapipe.tables import cuda_info
+
+    res = CheckResult()
+    cc = machine.env.get("NVCC_CCBIN") or machine.env.get("CC") or "gcc"
+    gcc = machine.which(cc) if "/" not in cc else (cc if Path(cc).is_file() else None)
+    version = gcc_version(gcc, machine) if gcc else None
+    if not gcc or not version:
+        res.findings.append(
+            Finding(
+                "gcc",
+                "block",
+                f"no working C compiler ({cc}) on PATH",
+                fix="apt install gcc g++ (build-essential)",
+            )
+        )
+        return res
+    major = int(version.split(".")[0])
+    cudas = _cudas(spec)
+    limits = {c: cuda_info(c).max_gcc for c in cudas}
+    too_new = {c: m for c, m in limits.items() if major > m}
+    if not too_new:
+        accepted = f" (nvcc {', '.join(cudas)} accept up to gcc {min(limits.values())})" if limits else ""
+        res.findings.append(Finding("gcc", "ok", f"gcc {version} at {gcc}{accepted}", data={"gcc": version}))
+        return res
+    for cuda, limit in too_new.items():
+        older = _older_gccs(machine, limit)
+        if older:
+            gxx = older[0].replace("gcc-", "g++-")
+            fix = f"export CC={older[0]} CXX={gxx} NVCC_CCBIN={gxx} (found on PATH)"
+        else:
+            fix = (
+                f"install gcc-{limit} g++-{limit} and export CC=gcc-{limit} CXX=g++-{limit} "
+                f"NVCC_CCBIN=g++-{limit}"
+            )
+        res.findings.append(
+            Finding(
+                "gcc",
+                "block",
+                f"gcc {version} is newer than CUDA {cuda}'s nvcc accepts (gcc <= {limit}): "
+                "nvcc stops with 'unsupported GNU version'",
+                fix=fix,
+                data={"gcc": version, "cuda": cuda, "max_gcc": limit},
+            )
+        )
+    return res
+
+
+# ---------------------------------------------------------------- driver
+
+
+def driver_version(machine: Machine) -> str | None:
+    """The loaded kernel module's version, from /proc/driver/nvidia/version (or nvidia-smi)."""
+    try:
+        text = machine.driver_file.read_text(encoding="utf-8", errors="replace")
+        m = re.search(r"Kernel Module(?: for [^ ]+)?\s+(\d+\.\d+(?:\.\d+)?)", text)
+        if m:
+            return m.group(1)
+    except OSError:
+        pass
+    smi = machine.which("nvidia-smi")
+    out = _run([smi, "--query-gpu=driver_version", "--format=csv,noheader"], machine) if smi else None
+    return out.strip().splitlines()[0] if out and out.strip() else None
+
+
+def check_driver(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
+    """Whether the built package's CUDA code can run here (building itself needs no GPU)."""
+    res = CheckResult()
+    cudas = _cudas(spec)
+    if not cudas:
+        return res
+    found = driver_version(machine)
+    if not found:
+        res.findings.append(
+            Finding(
+                "driver",
+                "info",
+                "no NVIDIA driver: packages build fine (nvcc needs no GPU); GPU tests of them are skipped",
+            )
+        )
+        return res
+    table = doctor_data()
+    for cuda in cudas:
+        full = table["driver"].get(cuda)
+        compat = table["minor_compat"].get(cuda.split(".")[0])
+        if full and _vkey(found) >= _vkey(full):
+            res.findings.append(Finding("driver", "ok", f"driver {found} runs CUDA {cuda} (needs {full})"))
+        elif compat and _vkey(found) >= _vkey(compat):
+            res.findings.append(
+                Finding(
+                    "driver",
+                    "info",
+                    f"driver {found} runs CUDA {cuda} through minor version compatibility "
+                    f"(>= {compat}); PTX newer than the driver cannot be JIT-compiled",
+                )
+            )
+        else:
+            need = full or compat
+            res.findings.append(
+                Finding(
+                    "driver",
+                    "warn",
+                    f"driver {found} is older than CUDA {cuda} needs (>= {need}): the package builds, but "
+                    "its CUDA code will fail with 'driver version is insufficient', or with Error 804 "
+                    "'forward compatibility was attempted on non supported HW' when the cuda-compat "
+                    "libraries are used on a GPU without forward-compatibility support (GeForce/RTX)",
+                    fix=(
+                        f"upgrade the NVIDIA driver to >= {need} and reboot (a kernel module older than "
+                        "the user-space driver also gives Error 804); forward compatibility via the "
+                        "cuda-compat package works only on data-center GPUs"
+                    ),
+                    data={"driver": found, "cuda": cuda, "needs": need},
+                )
+            )
+    return res
+
+
+# ---------------------------------------------------------------- memory → MAX_JOBS
+
+
+def mem_available_gib(meminfo: Path) -> float | None:
+    try:
+        text = meminfo.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    fields = dict(re.findall(r"^(\w+):\s+(\d+) kB", text, re.MULTILINE))
+    kib = fields.get("MemAvailable") or fields.get("MemTotal")
+    return int(kib) / (1024 * 1024) if kib else None
+
+
+def _gib_per_job(spec: BuildSpec, facts: dict) -> float:
+    if spec.package == "pytorch":
+        try:
+            from condapipe.tables import pytorch_info
+
+            return float(pytorch_info(spec.version).mem_per_job_gb)
+        except (CondapipeError, KeyError, ValueError):
+            pass
+    return float(facts["ram_gib_per_job"])
+
+
+def check_ram(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
+    """RAM → the MAX_JOBS the build will use (parallel nvcc jobs are what runs out of memory)."""
+    res = CheckResult()
+    facts = family_facts(spec.package)
+    gib = mem_available_gib(machine.meminfo)
+    per_job = _gib_per_job(spec, facts)
+    if gib is None:
+        res.findings.append(
+            Finding("ram", "warn", f"cannot read {machine.meminfo}", fix="set MAX_JOBS yourself", data={})
+        )
+        return res
+    by_ram = math.floor(gib / per_job)
+    max_jobs = max(1, min(machine.cpu_count, by_ram, int(facts["max_jobs_cap"])))
+    user = machine.env.get("MAX_JOBS")
+    data = {"ram_gib": round(gib, 1), "gib_per_job": per_job, "max_jobs": max_jobs}
+    if gib < float(facts["min_ram_gib"]):
+        res.findings.append(
+            Finding(
+                "ram",
+                "block",
+                f"{gib:.1f} GiB of memory available; a {spec.package} build needs at least "
+                f"{facts['min_ram_gib']} GiB even with MAX_JOBS=1 (the OOM killer ends it hours in)",
+                fix=f"free memory, add swap, or build on a machine with >= {facts['min_ram_gib']} GiB",
+                data=data,
+            )
+        )
+    if user and user.isdigit():
+        jobs = int(user)
+        if jobs > max(by_ram, 1):
+            res.findings.append(
+                Finding(
+                    "ram",
+                    "warn",
+                    f"MAX_JOBS={jobs} from your environment is more than {gib:.1f} GiB supports "
+                    f"({per_job:g} GiB per job -> {max(by_ram, 1)})",
+                    fix=f"unset MAX_JOBS (condapipe picks {max_jobs}) or lower it",
+                    data={**data, "max_jobs": jobs},
+                )
+            )
+        res.env["MAX_JOBS"] = str(jobs)
+        return res
+    res.env["MAX_JOBS"] = str(max_jobs)
+    if not any(f.level == "block" for f in res.findings):
+        res.findings.append(
+            Finding(
+                "ram",
+                "ok",
+                f"{gib:.1f} GiB available, {machine.cpu_count} CPUs -> MAX_JOBS={max_jobs} "
+                f"({per_job:g} GiB per compile job, cap {facts['max_jobs_cap']})",
+                data=data,
+            )
+        )
+    return res
+
+
+# ---------------------------------------------------------------- disk
+
+
+def _existing_parent(path: Path) -> Path:
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def check_disk(spec: BuildSpec, machine: Machine, *, variants: int | None = None, **_: object) -> CheckResult:
+    """Free space where the work dir is, against an estimate for the variants to build."""
+    res = CheckResult()
+    facts = family_facts(spec.package)
+    n_cuda = sum(1 for v in spec.cuda_variants if not v.is_cpu) * max(1, len(spec.pythons))
+    n_cpu = sum(1 for v in spec.cuda_variants if v.is_cpu) * max(1, len(spec.pythons))
+    need = n_cuda * float(facts["disk_gib"]["cuda"]) + n_cpu * float(facts["disk_gib"]["cpu"])
+    if variants is not None:  # only some variants still need building (a resumed plan)
+        need = need * variants / max(1, n_cuda + n_cpu)
+    where = _existing_parent(machine.work_dir)
+    free = shutil.disk_usage(where).free / GIB
+    data = {"free_gib": round(free, 1), "need_gib": round(need, 1), "path": str(where)}
+    if free < need:
+        res.findings.append(
+            Finding(
+                "disk",
+                "block",
+                f"{free:.1f} GiB free at {where}; building {spec.package} needs about {need:.1f} GiB",
+                fix=f"free {need - free:.1f} GiB there, or pass --work-dir on a larger disk",
+                data=data,
+            )
+        )
+    else:
+        res.findings.append(
+            Finding("disk", "ok", f"{free:.1f} GiB free at {where} (about {need:.1f} GiB needed)", data=data)
+        )
+    return res
+
+
+# ---------------------------------------------------------------- cuDNN
+
+
+def cudnn_header_version(header: Path) -> str | None:
+    try:
+        text = header.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    parts = [re.search(rf"#define CUDNN_{k}\s+(\d+)", text) for k in ("MAJOR", "MINOR", "PATCHLEVEL")]
+    if not all(parts):
+        return None
+    return ".".join(m.group(1) for m in parts if m)
+
+
+def find_cudnn(machine: Machine, toolkit_roots: list[Path]) -> list[dict[str, str]]:
+    """Every cuDNN found: system dirs, toolkits, CUDNN_* env vars, and the nvidia-cudnn pip wheel."""
+    data = doctor_data()
+    candidates: list[tuple[str, Path, Path]] = []
+    env_inc, env_lib = machine.env.get("CUDNN_INCLUDE_DIR"), machine.env.get("CUDNN_LIB_DIR")
+    if env_inc:
+        candidates.append(("CUDNN_INCLUDE_DIR", Path(env_inc), Path(env_lib or env_inc)))
+    for root in toolkit_roots:
+        candidates.append((f"toolkit {root}", root / "include", root / "lib64"))
+    for inc in data["cudnn_include_dirs"]:
+        for lib in data["cudnn_lib_dirs"]:
+            candidates.append(("system", Path(inc), Path(lib)))
+    try:
+        spec = importlib.util.find_spec("nvidia.cudnn")
+    except (ImportError, ValueError):
+        spec = None
+    for loc in (spec.submodule_search_locations or []) if spec else []:
+        candidates.append(("pip wheel nvidia-cudnn", Path(loc) / "include", Path(loc) / "lib"))
+    found, seen = [], set()
+    for origin, inc, lib in candidates:
+        version = cudnn_header_version(inc / "cudnn_version.h") or cudnn_header_version(inc / "cudnn.h")
+        libs = sorted(lib.glob("libcudnn.so*")) if lib.is_dir() else []
+        if version and libs and (inc, lib) not in seen:
+            seen.add((inc, lib))
+            found.append({"origin": origin, "version": version, "include": str(inc), "lib": str(lib)})
+    return found
+
+
+def check_cudnn(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
+    res = CheckResult()
+    if not family_facts(spec.package)["cudnn"]:
+        return res
+    for variant in spec.cuda_variants:
+        if variant.is_cpu or not variant.cudnn:
+            continue
+        roots = [
+            Path(p)
+            for p in {str(machine.cuda_roots / f"cuda-{variant.cuda}"), str(machine.cuda_roots / "cuda")}
+        ]
+        found = find_cudnn(machine, roots)
+        want = variant.cudnn.split(".")[0]
+        match = next((f for f in found if f["version"].split(".")[0] == want), None)
+        wheel = f"nvidia-cudnn-cu{variant.cuda.split('.')[0]}=={want}.*"
+        if match:
+            res.env.setdefault("CUDNN_INCLUDE_DIR", match["include"])
+            res.env.setdefault("CUDNN_LIB_DIR", match["lib"])
+            res.findings.append(
+                Finding(
+                    "cudnn", "ok", f"cuDNN {match['version']} ({match['origin']}: {match['lib']})", data=match
+                )
+            )
+        elif found:
+            have = ", ".join(f"{f['version']} ({f['origin']})" for f in found)
+            res.findings.append(
+                Finding(
+                    "cudnn",
+                    "block",
+                    f"CUDA {variant.cuda} build wants cuDNN {variant.cudnn} (major {want}); found {have}",
+                    fix=f"pip install '{wheel}' (condapipe finds the wheel), or --cudnn with one you have",
+                    data={"found": found},
+                )
+            )
+        else:
+            res.findings.append(
+                Finding(
+                    "cudnn",
+                    "block",
+                    f"no cuDNN found for the CUDA {variant.cuda} build (wants {variant.cudnn})",
+                    fix=f"pip install '{wheel}', apt install libcudnn{want}-dev, or set CUDNN_INCLUDE_DIR",
+                )
+            )
+    return res
+
+
+# ---------------------------------------------------------------- CMake
+
+
+def cmake_version(machine: Machine) -> tuple[str | None, str | None]:
+    cmake = machine.which("cmake")
+    out = _run([cmake, "--version"], machine) if cmake else None
+    m = re.search(r"cmake version (\d+\.\d+(?:\.\d+)?)", out or "")
+    return cmake, (m.group(1) if m else None)
+
+
+def _cmake_min(spec: BuildSpec, table: dict[str, str]) -> str | None:
+    for rng, minimum in table.items():
+        try:
+            if Version(spec.version) in SpecifierSet(rng):
+                return minimum
+        except InvalidVersion:
+            return minimum
+    return None
+
+
+def check_cmake(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
+    res = CheckResult()
+    facts = family_facts(spec.package)
+    minimum = _cmake_min(spec, facts["cmake_min"] or {})
+    cmake, version = cmake_version(machine)
+    if minimum is None:
+        note = f"cmake {version}" if version else "no cmake"
+        res.findings.append(Finding("cmake", "info", f"{note}; {spec.package} does not use CMake"))
+        return res
+    if not version:
+        res.findings.append(
+            Finding("cmake", "block", "cmake not found on PATH", fix=f"pip install 'cmake>={minimum}'")
+        )
+        return res
+    if _vkey(version) < _vkey(minimum):
+        res.findings.append(
+            Finding(
+                "cmake",
+                "block",
+                f"cmake {version} is older than {spec.package} {spec.version} needs ({minimum})",
+                fix=f"pip install 'cmake>={minimum}'",
+            )
+        )
+        return res
+    if _vkey(version)[0] >= 4 and facts["cmake4_policy"]:
+        res.env["CMAKE_POLICY_VERSION_MINIMUM"] = "3.5"
+        res.findings.append(
+            Finding(
+                "cmake",
+                "warn",
+                f"cmake {version}: CMake >= 4 rejects the cmake_minimum_required(< 3.5) in "
+                f"{spec.package}'s (third-party) CMakeLists",
+                fix="none needed: the build sets CMAKE_POLICY_VERSION_MINIMUM=3.5 (or pip install 'cmake<4')",
+            )
+        )
+        return res
+    res.findings.append(Finding("cmake", "ok", f"cmake {version} at {cmake} (needs >= {minimum})"))
+    return res
+
+
+# ---------------------------------------------------------------- engine
+
+
+def check_engine(spec: BuildSpec, machine: Machine, *, engine: str = "auto", **_: object) -> CheckResult:
+    from condapipe.engines import get_engine
+
+    res = CheckResult()
+    try:
+        chosen = get_engine(engine)
+    except CondapipeError as exc:
+        res.findings.append(Finding("engine", "block", str(exc), fix="pass --engine auto"))
+        return res
+    if not chosen.available():
+        res.findings.append(
+            Finding(
+                "engine",
+                "block",
+                f"engine {chosen.name} is not available",
+                fix="conda install conda-build, or --engine rattler-build (pip install py-rattler-build)",
+            )
+        )
+    else:
+        res.findings.append(Finding("engine", "info", f"{chosen.name} will build ({engine})"))
+    return res
+
+
+ALL: tuple[Callable[..., CheckResult], ...] = (
+    check_nvcc,
+    check_gcc,
+    check_driver,
+    check_ram,
+    check_disk,
+    check_cudnn,
+    check_cmake,
+    check_engine,
+)
