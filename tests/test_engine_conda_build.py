@@ -1,0 +1,149 @@
+"""The conda-build engine drives `conda build` with the documented command line.
+
+conda-build cannot be installed on this machine (it ships with conda, not pip), so these tests
+put a STAND-IN `conda` executable (tests/standins/conda) first on PATH. The stand-in checks the
+argv contract condapipe relies on (it rejects unknown flags like argparse, refuses a build
+without --no-anaconda-upload or without the output folder as first channel), runs the recipe's
+real build.sh with gcc, and packs a real package with conda-package-handling. Everything
+condapipe does around it (argv, `--output` parsing, log streaming, diagnosis, channel index) is
+real.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from conda_package_handling import api as cph
+from condapipe.engines import BuildOptions, CondaBuildEngine, engine_for_recipe, get_engine
+from condapipe.engines.conda_build import _conda_build_works
+from condapipe.errors import BuildFailed, UsageError
+
+HERE = Path(__file__).parent
+STANDINS = HERE / "standins"
+RECIPES = HERE / "data" / "recipes"
+
+
+@pytest.fixture
+def standin_conda(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Put the stand-in `conda` first on PATH; returns the file its argv log goes to."""
+    argv_log = tmp_path / "conda-argv.jsonl"
+    monkeypatch.setenv("PATH", f"{STANDINS}:{os.environ['PATH']}")
+    monkeypatch.setenv("CONDA_STANDIN_ARGV_LOG", str(argv_log))
+    _conda_build_works.cache_clear()
+    yield argv_log
+    _conda_build_works.cache_clear()
+
+
+def calls(argv_log: Path) -> list[list[str]]:
+    return [json.loads(line) for line in argv_log.read_text().splitlines()]
+
+
+def options(tmp_path: Path, **kw: object) -> BuildOptions:
+    return BuildOptions(output_dir=tmp_path / "channel", work_dir=tmp_path / "work", **kw)  # type: ignore[arg-type]
+
+
+def test_auto_picks_conda_build_when_conda_build_is_installed(standin_conda: Path) -> None:
+    assert get_engine("auto").name == "conda-build"
+    engine, why = engine_for_recipe(RECIPES / "hello-v0")
+    assert engine.name == "conda-build"
+    assert "conda build" in why
+
+
+def test_build_runs_conda_build_with_the_documented_flags(standin_conda: Path, tmp_path: Path) -> None:
+    opts = options(
+        tmp_path,
+        channels=("https://conda.anaconda.org/pytorch", "conda-forge"),
+        override_channels=True,
+        pythons=("3.10", "3.11"),
+        compression_level=19,
+    )
+    result = CondaBuildEngine().build(RECIPES / "hello-v0", opts)
+
+    out = str((tmp_path / "channel").resolve())
+    build_calls = [c for c in calls(standin_conda) if c[:2] == ["build", str(RECIPES / "hello-v0")]]
+    assert len(build_calls) == 2  # `--output` to learn the paths, then the build itself
+    query, build = build_calls
+    assert query == [*build[:2], "--output", *build[2:]]
+    assert build[2:] == [
+        "--output-folder", out,
+        "-c", out,  # the output folder first: freshly built dependencies win
+        "-c", "https://conda.anaconda.org/pytorch",
+        "-c", "conda-forge",
+        "--override-channels",
+        "--python", "3.10",
+        "--python", "3.11",
+        "-m", str(RECIPES / "hello-v0" / "conda_build_config.yaml"),
+        "--no-anaconda-upload",
+        "--package-format", "conda",
+        "--zstd-compression-level", "19",
+        "--croot", str((tmp_path / "work" / "conda-bld").resolve()),
+    ]  # fmt: skip
+
+    (pkg,) = result.packages
+    assert pkg.parent == tmp_path / "channel" / "linux-64" or pkg.parent.resolve() == Path(out) / "linux-64"
+    assert pkg.name.startswith("hello-v0-2.0.1-h") and pkg.name.endswith("_3.conda")
+    # A real package: it unpacks and its program runs.
+    unpacked = tmp_path / "unpacked"
+    cph.extract(str(pkg), dest_dir=str(unpacked))
+    assert json.loads((unpacked / "info" / "index.json").read_text())["version"] == "2.0.1"
+    assert subprocess.run([unpacked / "bin" / "hello-v0"], check=False).returncode == 0
+    # The output folder is a channel others can build against.
+    repodata = json.loads((tmp_path / "channel" / "linux-64" / "repodata.json").read_text())
+    assert pkg.name in {**repodata.get("packages", {}), **repodata.get("packages.conda", {})}
+
+
+def test_the_build_log_is_streamed_and_kept(
+    standin_conda: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    result = CondaBuildEngine().build(RECIPES / "hello-v0", options(tmp_path))
+    log = result.log_path.read_text()
+    assert "built hello-v0 with" in log  # output of the recipe's build.sh
+    assert log.splitlines()[0].startswith("condapipe: ") and "--no-anaconda-upload" in log.splitlines()[0]
+    assert "built hello-v0 with" in capsys.readouterr().err
+
+
+def test_tar_bz2_format_is_passed_through(standin_conda: Path, tmp_path: Path) -> None:
+    result = CondaBuildEngine().build(RECIPES / "hello-v0", options(tmp_path, package_format="tar.bz2"))
+    (pkg,) = result.packages
+    assert pkg.name.endswith(".tar.bz2") and pkg.is_file()
+    build = calls(standin_conda)[-1]
+    assert build[build.index("--package-format") + 1] == "tar.bz2"
+
+
+def test_bzip2_level_is_refused_because_conda_build_has_no_such_flag(
+    standin_conda: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(UsageError, match="no bzip2 compression level"):
+        CondaBuildEngine().build(
+            RECIPES / "hello-v0", options(tmp_path, package_format="tar.bz2", compression_level=9)
+        )
+
+
+def test_a_failed_build_reports_the_diagnosis_and_the_log(standin_conda: Path, tmp_path: Path) -> None:
+    with pytest.raises(BuildFailed) as info:
+        CondaBuildEngine().build(RECIPES / "needs-magma-v0", options(tmp_path))
+    message = str(info.value)
+    assert "conda build exited with 1" in message
+    assert "magma headers not found" in message and "build magma first" in message
+    assert (
+        info.value.log_path
+        and "magma_v2.h: No such file or directory" in Path(info.value.log_path).read_text()
+    )
+    assert not list((tmp_path / "channel").glob("*/*.conda"))
+
+
+def test_dry_run_describes_the_command_without_building(standin_conda: Path, tmp_path: Path) -> None:
+    (line,) = CondaBuildEngine().describe(RECIPES / "hello-v0", options(tmp_path, run_tests=False))
+    assert line.split()[1:3] == ["build", str(RECIPES / "hello-v0")]
+    assert "--no-test" in line.split()
+    assert all(c == ["build", "--version"] for c in calls(standin_conda))
+    assert not (tmp_path / "channel").exists()
+
+
+def test_a_v1_only_recipe_is_refused_by_conda_build(standin_conda: Path) -> None:
+    with pytest.raises(UsageError, match="use --engine rattler-build"):
+        engine_for_recipe(RECIPES / "libgreet", "conda-build")
