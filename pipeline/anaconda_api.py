@@ -39,6 +39,7 @@ class Failure(str, enum.Enum):
     SERVER = "server"  # 5xx
     NETWORK = "network"  # reset, refused, timeout
     STORAGE = "storage"  # the file upload was rejected (bad digest, expired policy, ...)
+    CLIENT = "client"  # a local error (unreadable file, library misuse): retrying cannot help
 
     @property
     def retryable(self) -> bool:
@@ -91,7 +92,7 @@ def classify(exc: BaseException, token: Token | None, step: str) -> ApiError:
         return ApiError(Failure.NETWORK, f"{step}: connection failed ({type(exc).__name__})")
     if isinstance(exc, requests.RequestException):
         return ApiError(Failure.NETWORK, f"{step}: {type(exc).__name__}")
-    return ApiError(Failure.SERVER, redact(f"{step}: {type(exc).__name__}: {exc}", [token]))
+    return ApiError(Failure.CLIENT, redact(f"{step}: {type(exc).__name__}: {exc}", [token]))
 
 
 class _TimeoutAdapter(HTTPAdapter):
@@ -216,6 +217,8 @@ class AnacondaSite:
         except ApiError as err:
             if err.kind is not Failure.NOT_FOUND:
                 raise
+        from binstar_client.utils.config import PackageType
+
         attrs = meta.package_attrs
         self._call(
             "package create",
@@ -228,7 +231,7 @@ class AnacondaSite:
                 attrs=attrs,
                 license_url=attrs.get("license_url"),
                 license_family=attrs.get("license_family"),
-                package_type="conda",
+                package_type=PackageType.CONDA,
             ),
         )
         return True

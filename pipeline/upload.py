@@ -125,34 +125,11 @@ def verify_blockers(packages: Sequence[PackageInfo]) -> dict[Path, str]:
 # Site URL and token
 
 
-def configured_site_url(start: Path | None = None) -> str | None:
-    """`upload.site_url` from condapipe.toml or pyproject.toml [tool.condapipe] in the working dir.
+def configured_upload_settings(config: Path | None = None) -> dict:
+    """The [upload] table of condapipe.toml / pyproject [tool.condapipe] (config_file's loader)."""
+    from condapipe.config_file import upload_settings
 
-    Read here with tomllib because pipeline/config_file.py (the spec engineer's loader) did not
-    exist when this was written; it will be switched to that loader once it is there.
-    """
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
-
-    base = start or Path.cwd()
-    for name, section in (("condapipe.toml", ()), ("pyproject.toml", ("tool", "condapipe"))):
-        path = base / name
-        if not path.is_file():
-            continue
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise UsageError(f"{path}: not valid TOML ({exc})") from None
-        for key in section:
-            data = data.get(key, {}) if isinstance(data, dict) else {}
-        url = (data.get("upload") or {}).get("site_url") if isinstance(data, dict) else None
-        if url:
-            if not isinstance(url, str):
-                raise UsageError(f"{path}: upload.site_url must be a string")
-            return url
-    return None
+    return upload_settings(config)
 
 
 def anaconda_client_site_url() -> str | None:
@@ -166,9 +143,12 @@ def anaconda_client_site_url() -> str | None:
     return url if isinstance(url, str) and url else None
 
 
-def resolve_site_url(flag: str | None) -> str:
-    """--site-url, then condapipe's config file, then anaconda-client's config, then anaconda.org."""
-    url = flag or configured_site_url() or anaconda_client_site_url() or DEFAULT_SITE_URL
+def resolve_site_url(flag: str | None, config: Path | None = None) -> str:
+    """--site-url, then upload.site_url in the config file, then anaconda-client's url, then anaconda.org."""
+    configured = configured_upload_settings(config).get("site_url")
+    if configured is not None and not isinstance(configured, str):
+        raise UsageError("upload.site_url in the config file must be a string")
+    url = flag or configured or anaconda_client_site_url() or DEFAULT_SITE_URL
     try:
         return normalize_site_url(url)
     except ValueError:

@@ -16,6 +16,7 @@ from condapipe.upload import (
     Mode,
     RetryPolicy,
     collect_packages,
+    configured_upload_settings,
     resolve_site_url,
     upload_to_anaconda,
     upload_to_directory,
@@ -120,6 +121,12 @@ def _summary(outcomes: list[FileOutcome], title: str) -> Table:
     type=click.Path(path_type=Path, dir_okay=False),
     help="Token file (mode 600). Default: $BINSTAR_API_TOKEN, $ANACONDA_API_TOKEN, `anaconda login`.",
 )
+@click.option(
+    "--config",
+    "config",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Config file (default: ./condapipe.toml or pyproject.toml [tool.condapipe]); reads [upload].",
+)
 @click.option("--no-verify", is_flag=True, help="Upload without running `condapipe verify` first.")
 @click.option(
     "--output-dir",
@@ -158,6 +165,7 @@ def command(
     force: bool,
     site_url: str | None,
     token_file: Path | None,
+    config: Path | None,
     no_verify: bool,
     output_dir: Path,
     work_dir: Path,
@@ -172,6 +180,9 @@ def command(
     refused unless --force. One file's failure does not stop the others; the exit code is 1 if
     any file failed.
     """
+    if owner is None and to is None:
+        configured = configured_upload_settings(config).get("channel")
+        owner = configured if isinstance(configured, str) and configured else None
     if (owner is None) == (to is None):
         raise UsageError(
             "give exactly one destination: --channel ORG (anaconda.org) or --to DIR (local channel)"
@@ -185,7 +196,7 @@ def command(
     token: Token | None = None
     site = ""
     if owner is not None:
-        site = resolve_site_url(site_url)
+        site = resolve_site_url(site_url, config)
         token = resolve_token(site, token_file)
     index = None
     with _logging(work_dir, debug, token, dry_run) as log_path:
