@@ -216,7 +216,7 @@ def parse_arch_list(text: str, *, cuda: str | None = None) -> ArchList:
     for a in plain:
         check_known(a)
     if cuda is None:
-        return ArchList(tuple(plain) + tuple(a for g in groups for a in g))
+        return _checked(ArchList(tuple(plain) + tuple(a for g in groups for a in g)))
     from condapipe.tables import cuda_info
 
     info = cuda_info(cuda)
@@ -239,4 +239,13 @@ def parse_arch_list(text: str, *, cuda: str | None = None) -> ArchList:
         if group[-1].ptx and not ok[-1].ptx:
             ok[-1] = Arch(ok[-1].major, ok[-1].minor, ok[-1].suffix, True)
         chosen.extend(ok)
-    return ArchList(tuple(chosen))
+    return _checked(ArchList(tuple(chosen)))
+
+
+def _checked(archs: ArchList) -> ArchList:
+    """Reject "10.0" next to "10.0f": both emit the same sm_100 SASS and nvcc refuses the pair."""
+    caps = {(a.major, a.minor, a.suffix) for a in archs}
+    clash = [f"{m}.{n} and {m}.{n}f" for m, n, s in sorted(caps) if s == "f" and (m, n, "") in caps]
+    if clash:
+        raise UsageError(f"{', '.join(clash)} produce the same SASS (nvcc refuses both); keep one")
+    return archs

@@ -22,7 +22,9 @@ from ruamel.yaml import YAML
 CPU = "cpu"
 
 
+@cache
 def _load(name: str) -> dict[str, Any]:
+    """The parsed YAML file (cached: treat as read-only)."""
     text = resources.files("condapipe.data").joinpath(name).read_text()
     return YAML(typ="safe").load(text)
 
