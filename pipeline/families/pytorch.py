@@ -144,13 +144,16 @@ def _requirements(spec: BuildSpec, series: tables.PytorchInfo, rows: list[dict[s
     if cuda_values:
         run.append(Dep("{{ cuda_run_constraint }}", on_cuda))
 
+    # Mutex scheme of builder#823: every build depends on its pytorch-mutex variant; a CPU build
+    # wants cpuonly, a CUDA build forbids it. (The older cpuonly-feature era is down-prioritizing,
+    # see build_model.)
     constrained: list[Dep] = []
     if series.mutex == "pytorch-mutex":
-        run.append(Dep("pytorch-mutex 1.0 {{ torch_variant }}"))
+        run.append(Dep("pytorch-mutex ==1.0 {{ torch_variant }}"))
         if has_cpu:
             constrained.append(Dep("cpuonly", on_cpu))
-    if cuda_values:
-        constrained.append(Dep("cpuonly <0", on_cuda))
+        if cuda_values:
+            constrained.append(Dep("cpuonly <0", on_cuda))
     return Requirements(
         build=tuple(Dep(name) for name in data["build_requirements"]),
         host=tuple(host),

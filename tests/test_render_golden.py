@@ -1,0 +1,117 @@
+"""Golden recipes: `condapipe render` output for reviewed specs, compared byte for byte.
+
+Each case under tests/golden/<case>/ was read against ../shared/reference/pytorch-builder.md
+(build strings, per-era requirements, run constraints, magma naming and gencode lists). A change
+to rendering shows up here as a diff to review; regenerate with
+CONDAPIPE_UPDATE_GOLDEN=1 and read the diff before committing it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from condapipe import tables
+from render_helpers import recipe_files, run_cli
+
+GOLDEN = Path(__file__).parent / "golden"
+
+CASES: dict[str, tuple[str, ...]] = {
+    "pytorch-1.8.0-cuda11.0-py3.8": ("pytorch", "--version", "1.8.0", "--cuda", "11.0", "--python", "3.8"),
+    "pytorch-1.13.0-cuda11.8-py3.10": (
+        "pytorch", "--version", "1.13.0", "--cuda", "11.8", "--python", "3.10",
+    ),
+    "pytorch-2.4.1-cuda12.8-py3.8-arch12.0": (
+        "pytorch", "--version", "2.4.1", "--cuda", "12.8", "--python", "3.8", "--arch", "12.0",
+    ),
+    "pytorch-2.4.1-cpu-py3.11": ("pytorch", "--version", "2.4.1", "--cuda", "cpu", "--python", "3.11"),
+    "pytorch-2.4.1-matrix": (
+        "pytorch", "--version", "2.4.1", "--python", "3.8", "--python", "3.10",
+        "--cuda", "11.8", "--cuda", "12.4", "--cuda", "cpu",
+    ),
+    "magma-cuda110": ("magma", "--cuda", "11.0"),
+    "magma-cuda118": ("magma", "--cuda", "11.8"),
+    "magma-cuda128": ("magma", "--cuda", "12.8"),
+}  # fmt: skip
+
+
+def _update_requested() -> bool:
+    return os.environ.get("CONDAPIPE_UPDATE_GOLDEN") == "1"
+
+
+def _magma_sha_known(cuda: str) -> bool:
+    return tables.cuda_info(cuda).magma.sha256 is not None
+
+
+def render_case(case: str, out: Path) -> Path:
+    result = run_cli("render", *CASES[case], "-o", str(out))
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _no_config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Render from an empty directory so no condapipe.toml / pyproject of the caller leaks in."""
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_render_matches_golden(case: str, tmp_path: Path) -> None:
+    if case == "magma-cuda110" and not _magma_sha_known("11.0"):
+        pytest.skip("cuda.yaml has no sha256 for magma 2.5.2; see test_magma_without_known_sha256_is_refused")
+    got = recipe_files(render_case(case, tmp_path / "out"))
+    golden_dir = GOLDEN / case
+    if _update_requested():
+        golden_dir.mkdir(parents=True, exist_ok=True)
+        for stale in golden_dir.iterdir():
+            stale.unlink()
+        for name, data in got.items():
+            (golden_dir / name).write_bytes(data)
+    want = recipe_files(golden_dir)
+    assert sorted(got) == sorted(want), f"file set of {case} changed"
+    for name in want:
+        assert got[name].decode() == want[name].decode(), f"{case}/{name} differs from the golden file"
+
+
+def test_same_spec_gives_byte_identical_files_across_processes(tmp_path: Path) -> None:
+    """Determinism must not depend on hash seeds or on the process: render in two fresh processes."""
+    outs = []
+    for seed in ("1", "2"):
+        out = tmp_path / f"out-{seed}"
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        args = CASES["pytorch-2.4.1-matrix"]
+        proc = subprocess.run(
+            [sys.executable, "-c", "from condapipe.cli import main; main()", "render", *args, "-o", str(out)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        outs.append(recipe_files(out))
+    assert outs[0] == outs[1]
+
+
+def test_rerender_into_previous_render_replaces_it_identically(tmp_path: Path) -> None:
+    out = render_case("magma-cuda118", tmp_path / "out")
+    first = recipe_files(out)
+    (out / "meta.yaml").write_text("stale\n")
+    render_case("magma-cuda118", out)
+    assert recipe_files(out) == first
+
+
+def test_magma_without_known_sha256_is_refused(tmp_path: Path) -> None:
+    """A tarball source without a checksum is never rendered: exit 2, one line, nothing written."""
+    if _magma_sha_known("11.0"):
+        pytest.skip("cuda.yaml now knows magma 2.5.2's sha256; the golden case covers CUDA 11.0")
+    out = tmp_path / "out"
+    result = run_cli("render", *CASES["magma-cuda110"], "-o", str(out))
+    assert result.exit_code == 2
+    assert result.output.strip().count("\n") == 0
+    assert "no sha256 known" in result.output
+    assert not out.exists()
