@@ -152,8 +152,13 @@ def read_fatbin(path: Path | str) -> FatbinReport:
         with ElfFile(path) as elf:
             entries: list[FatbinEntry] = []
             for offset, size in iter_fatbin_sections(elf):
-                with memoryview(elf.mm) as view:
-                    entries.extend(parse_fatbin(view[offset : offset + size], offset))
+                view = memoryview(elf.mm)
+                part = view[offset : offset + size]
+                try:
+                    entries.extend(parse_fatbin(part, offset))
+                finally:  # the mapping cannot close while a view of it lives (e.g. in a traceback)
+                    part.release()
+                    view.release()
             return FatbinReport(tuple(entries))
     except struct.error as exc:
         raise FatbinError(f"{path}: truncated fatbin ({exc})") from exc
