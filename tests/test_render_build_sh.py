@@ -1,0 +1,208 @@
+"""The rendered build.sh does what the build relies on, run for real with bash.
+
+pytorch's build.sh runs up to its build command in a scratch source dir whose setup.py records
+the environment it was started with, so the test sees exactly what pytorch's setup.py would see.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from condapipe.families._common import render_template
+from render_helpers import load_yaml, run_cli, variant_combos
+
+RECORDER = """\
+import json, os, sys
+with open(os.environ["RECORD_TO"], "w") as fh:
+    json.dump({"argv": sys.argv[1:], "env": dict(os.environ)}, fh)
+"""
+
+
+@pytest.fixture(autouse=True)
+def _empty_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+
+
+def _render(tmp_path: Path, *args: str) -> Path:
+    out = tmp_path / "recipe"
+    result = run_cli("render", *args, "-o", str(out))
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def _mem_available_kib() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1])
+    raise AssertionError("no MemAvailable in /proc/meminfo")
+
+
+def _run_pytorch_build(
+    tmp_path: Path, recipe: Path, extra_env: dict[str, str] | None = None, path_prefix: Path | None = None
+) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """Run recipe/build.sh as conda-build would (variant keys + PKG_* in env) in a scratch src dir."""
+    cbc = load_yaml((recipe / "conda_build_config.yaml").read_text())
+    (variant,) = variant_combos(cbc)
+    src = tmp_path / "src"
+    src.mkdir(exist_ok=True)
+    (src / "setup.py").write_text(RECORDER)
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    if not (bindir / "python").exists():
+        (bindir / "python").symlink_to(sys.executable)
+    path = os.pathsep.join(p for p in (str(path_prefix or ""), str(bindir), os.environ["PATH"]) if p)
+    record = tmp_path / "record.json"
+    env = {
+        "PATH": path,
+        "HOME": str(tmp_path),
+        "PREFIX": str(tmp_path / "prefix"),
+        "PYTHON": sys.executable,
+        "PKG_NAME": "pytorch",
+        "PKG_VERSION": "2.4.1",
+        "PKG_BUILDNUM": "0",
+        "RECORD_TO": str(record),
+        **{k: v for k, v in variant.items() if k != "python"},
+        **(extra_env or {}),
+    }
+    proc = subprocess.run(
+        ["bash", str(recipe / "build.sh")], cwd=src, env=env, capture_output=True, text=True, check=False
+    )
+    return proc, (json.loads(record.read_text()) if record.exists() else {})
+
+
+def test_pytorch_build_sh_exports_the_cuda_knobs_then_runs_setup_py(tmp_path: Path) -> None:
+    recipe = _render(tmp_path, "pytorch", "--version", "2.4.1", "--cuda", "12.8", "--python", "3.10")
+    proc, record = _run_pytorch_build(tmp_path, recipe, {"CONDAPIPE_CUDNN": "system"})
+    assert proc.returncode == 0, proc.stderr
+    env = record["env"]
+    assert record["argv"] == ["install"]
+    assert env["USE_CUDA"] == "1"
+    assert env["TORCH_CUDA_ARCH_LIST"] == "7.0;7.5;8.0;8.6;9.0;10.0;12.0"
+    assert env["TORCH_NVCC_FLAGS"] == "-Xfatbin -compress-all"
+    assert env["USE_STATIC_NCCL"] == "1" and env["USE_STATIC_CUDNN"] == "0"
+    assert env["BUILD_SPLIT_CUDA"] == "OFF"  # removed upstream in 2.0
+    assert env["CMAKE_PREFIX_PATH"] == str(tmp_path / "prefix")
+    assert env["PYTORCH_BUILD_VERSION"] == "2.4.1" and env["BLAS"] == "MKL"
+    assert env["_GLIBCXX_USE_CXX11_ABI"] == "0"
+    assert "CUDNN_LIBRARY_PATH" not in env
+
+
+def test_max_jobs_comes_from_available_memory_bounded_by_cores(tmp_path: Path) -> None:
+    recipe = _render(tmp_path, "pytorch", "--version", "2.4.1", "--cuda", "cpu", "--python", "3.10")
+    proc, record = _run_pytorch_build(tmp_path, recipe)
+    assert proc.returncode == 0, proc.stderr
+    expected = max(1, min(os.cpu_count() or 1, _mem_available_kib() // (8 * 1024 * 1024)))
+    assert int(record["env"]["MAX_JOBS"]) == expected
+    assert record["env"]["USE_CUDA"] == "0"
+
+
+@pytest.mark.parametrize(
+    ("per_job_mib", "expected"),
+    [(10**9, 1), (1, os.cpu_count() or 1)],
+    ids=["memory-bound-at-least-1", "core-bound"],
+)
+def test_max_jobs_snippet_bounds(per_job_mib: int, expected: int) -> None:
+    snippet = render_template("common/max_jobs.sh.j2", per_job_mib=per_job_mib)
+    env = {k: v for k, v in os.environ.items() if k != "MAX_JOBS"}
+    proc = subprocess.run(
+        ["bash", "-c", f'set -euo pipefail\n{snippet}\necho "result=$MAX_JOBS"'],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert f"result={expected}" in proc.stdout
+
+
+def test_users_max_jobs_wins(tmp_path: Path) -> None:
+    recipe = _render(tmp_path, "pytorch", "--version", "2.4.1", "--cuda", "cpu", "--python", "3.10")
+    proc, record = _run_pytorch_build(tmp_path, recipe, {"MAX_JOBS": "7"})
+    assert proc.returncode == 0, proc.stderr
+    assert record["env"]["MAX_JOBS"] == "7"
+
+
+def test_cmake_policy_minimum_only_with_cmake_4(tmp_path: Path) -> None:
+    """The real cmake here is 3.x: no policy variable from the shell check (2.9 has no catalog entry)."""
+    recipe = _render(tmp_path, "pytorch", "--version", "2.9.0", "--cuda", "cpu", "--python", "3.12")
+    script = (recipe / "build.sh").read_text()
+    snippet = render_template("common/cmake_policy.sh.j2")
+    assert snippet in script
+    real = subprocess.run(
+        ["bash", "-c", f'{snippet}\necho "policy=${{CMAKE_POLICY_VERSION_MINIMUM:-unset}}"'],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert shutil.which("cmake") and "policy=unset" in real.stdout
+    # CMake 4 is not installed here; a stand-in prints the first line of `cmake --version` as 4.x does.
+    fake = tmp_path / "cmake4"
+    fake.mkdir()
+    version_text = 'echo "cmake version 4.1.2"\necho\necho "CMake suite maintained by Kitware"\n'
+    (fake / "cmake").write_text("#!/bin/sh\n" + version_text)
+    (fake / "cmake").chmod(0o755)
+    new = subprocess.run(
+        ["bash", "-c", f'{snippet}\necho "policy=${{CMAKE_POLICY_VERSION_MINIMUM:-unset}}"'],
+        env={**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "policy=3.5" in new.stdout
+
+
+def _fake_cudnn_wheel(root: Path) -> Path:
+    """Lay out files where the nvidia-cudnn-cu12 wheel puts them (site-packages/nvidia/cudnn/...)."""
+    pkg = root / "nvidia" / "cudnn"
+    (pkg / "lib").mkdir(parents=True)
+    (pkg / "include").mkdir()
+    (pkg / "lib" / "libcudnn.so.9").write_bytes(b"")
+    (pkg / "include" / "cudnn.h").write_text("/* cudnn */\n")
+    return pkg
+
+
+def test_cudnn_from_the_pip_wheel_is_detected_at_build_time(tmp_path: Path) -> None:
+    recipe = _render(tmp_path, "pytorch", "--version", "2.4.1", "--cuda", "12.4", "--python", "3.10")
+    site = tmp_path / "site"
+    pkg = _fake_cudnn_wheel(site)
+    proc, record = _run_pytorch_build(tmp_path, recipe, {"PYTHONPATH": str(site)})
+    assert proc.returncode == 0, proc.stderr
+    env = record["env"]
+    assert env["CUDNN_LIBRARY_PATH"] == str(pkg / "lib" / "libcudnn.so.9")
+    assert env["CUDNN_INCLUDE_DIR"] == str(pkg / "include")
+    assert env["USE_STATIC_CUDNN"] == "0"
+
+
+def test_cudnn_wheel_required_but_missing_fails_the_build(tmp_path: Path) -> None:
+    recipe = _render(tmp_path, "pytorch", "--version", "2.4.1", "--cuda", "12.4", "--python", "3.10")
+    proc, record = _run_pytorch_build(tmp_path, recipe, {"CONDAPIPE_CUDNN": "wheel"})
+    assert proc.returncode == 1
+    assert "CONDAPIPE_CUDNN=wheel" in proc.stderr
+    assert record == {}, "the build command must not run"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_magma_build_refuses_an_nvcc_of_another_cuda(tmp_path: Path) -> None:
+    nvcc = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, check=True).stdout
+    other = "11.8" if "release 11.8" not in nvcc else "12.8"
+    recipe = _render(tmp_path, "magma", "--cuda", other)
+    cbc = load_yaml((recipe / "conda_build_config.yaml").read_text())
+    (variant,) = variant_combos(cbc)
+    proc = subprocess.run(
+        ["bash", str(recipe / "build.sh")],
+        cwd=tmp_path,
+        env={**os.environ, **variant, "PREFIX": str(tmp_path / "p"), "PKG_NAME": variant["magma_package"]},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert f"builds {variant['magma_package']} for CUDA {other}" in proc.stderr
+    assert not (tmp_path / "build").exists()

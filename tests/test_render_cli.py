@@ -1,0 +1,124 @@
+"""`condapipe render` as a user drives it: errors, --dry-run, --json, --force, the variant matrix.
+
+Every error is exit 2 with one line on stderr and nothing written, so scripts can tell a user
+mistake from a failed build and never pick up a half-written recipe.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from condapipe.cli import main
+from render_helpers import load_yaml, v0_meta, variant_combos
+
+
+@pytest.fixture(autouse=True)
+def _empty_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+
+
+def invoke(*args: str):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+PYTORCH = ("render", "pytorch", "--version", "2.4.1", "--cuda", "12.4", "--python", "3.10")
+
+
+PT = ("render", "pytorch", "--version", "2.4.1", "--python", "3.10")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("render", "tensorflow", "--cuda", "12.4"), "unknown package"),
+        ((*PT, "--cuda", "10.7"), "unknown CUDA"),
+        (("render", "pytorch", "--version", "9.9.9", "--cuda", "12.4", "--python", "3.10"), "pytorch"),
+        (("render", "pytorch", "--version", "2.4.1", "--cuda", "12.4", "--python", "3.13"), "3.13"),
+        ((*PT, "--cuda", "11.8", "--arch", "12.0"), "12.0"),
+        ((*PT, "--cuda", "12.4", "--arch", "sm_9x"), "9x"),
+        (("render", "magma", "--cuda", "cpu"), "cpu"),
+        ((*PT, "--cuda", "12.4", "--blas", "atlas"), "atlas"),
+    ],
+)
+def test_bad_spec_is_one_line_exit_2_and_writes_nothing(
+    args: tuple[str, ...], message: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "recipe"
+    result = invoke(*args, "-o", str(out))
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+    assert message in lines[0]
+    assert "Traceback" not in result.output
+    assert not out.exists()
+    assert not list(tmp_path.glob(".recipe.*")), "temporary render dir left behind"
+
+
+def test_non_empty_foreign_dir_is_refused_without_force(tmp_path: Path) -> None:
+    out = tmp_path / "recipe"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine\n")
+    result = invoke(*PYTORCH, "-o", str(out))
+    assert result.exit_code == 2
+    assert "--force" in result.output and len(result.output.strip().splitlines()) == 1
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+    forced = invoke(*PYTORCH, "-o", str(out), "--force")
+    assert forced.exit_code == 0, forced.output
+    assert not (out / "notes.txt").exists() and (out / "meta.yaml").is_file()
+
+
+def test_output_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "recipe"
+    out.write_text("not a dir\n")
+    result = invoke(*PYTORCH, "-o", str(out))
+    assert result.exit_code == 2 and "not a directory" in result.output
+    assert out.read_text() == "not a dir\n"
+
+
+def test_dry_run_lists_files_and_writes_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "recipe"
+    result = invoke(*PYTORCH, "-o", str(out), "--dry-run", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["dry_run"] is True
+    names = {Path(f).name for f in data["files"]}
+    assert {"meta.yaml", "build.sh", "conda_build_config.yaml", "recipe.yaml", "variants.yaml"} <= names
+    assert data["spec"]["package"] == "pytorch"
+    assert not out.exists()
+
+
+def test_json_result_names_the_written_files(tmp_path: Path) -> None:
+    out = tmp_path / "recipe"
+    result = invoke(*PYTORCH, "-o", str(out), "--json")
+    data = json.loads(result.output)
+    assert data["dry_run"] is False and data["replaced"] is False
+    assert sorted(Path(f).name for f in data["files"]) == sorted(p.name for p in out.iterdir())
+
+
+def test_several_pythons_and_cudas_give_one_recipe_with_a_matrix(tmp_path: Path) -> None:
+    out = tmp_path / "recipe"
+    args = ("render", "pytorch", "--version", "2.4.1", "--python", "3.8", "--python", "3.12")
+    result = invoke(*args, "--cuda", "11.8", "--cuda", "cpu", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert len(list(out.glob("meta.yaml"))) == 1 and len(list(out.glob("recipe.yaml"))) == 1
+    cbc = load_yaml((out / "conda_build_config.yaml").read_text())
+    assert cbc["python"] == ["3.8", "3.12"] and cbc["cuda_version"] == ["11.8", "cpu"]
+    assert load_yaml((out / "variants.yaml").read_text())["zip_keys"] == cbc["zip_keys"]
+    metas = {(v["python"], v["cuda_version"]): v0_meta(out, "linux-64", v) for v in variant_combos(cbc)}
+    assert len(metas) == 4
+    # numpy is pinned per Python (1.23.5 on 3.8, 2.0.0 on 3.12), magma and the CUDA run
+    # constraint only in CUDA variants, the cpuonly mutex the other way round.
+    assert "numpy 1.23.5.*" in metas["3.8", "cpu"]["requirements"]["host"]
+    assert "numpy 2.0.0.*" in metas["3.12", "cpu"]["requirements"]["host"]
+    assert "magma-cuda118" in metas["3.12", "11.8"]["requirements"]["host"]
+    assert not any("magma" in d for d in metas["3.12", "cpu"]["requirements"]["host"])
+    assert "pytorch-cuda >=11.8,<11.9" in metas["3.8", "11.8"]["requirements"]["run"]
+    assert metas["3.8", "11.8"]["requirements"]["run_constrained"] == ["cpuonly <0"]
+    assert metas["3.8", "cpu"]["requirements"]["run_constrained"] == ["cpuonly"]
+    assert "pytorch-mutex ==1.0 cpu" in metas["3.8", "cpu"]["requirements"]["run"]
