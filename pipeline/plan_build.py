@@ -41,6 +41,8 @@ class PlanOptions:
     package_format: str = "conda"
     compression_level: int | None = None
     run_tests: bool = True
+    override_channels: bool = False
+    cuda_homes: tuple[tuple[str, str], ...] = ()  # CUDA version -> toolkit root (doctor's switch)
     # Environment for the build tools (MAX_JOBS from doctor, ...). Not hashed: a machine with
     # more RAM must not rebuild what it already built.
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
@@ -358,7 +360,7 @@ def _job_steps(job: Job, options: PlanOptions, skip: str | None, skipped_jobs: s
                     "patches": tree_digest(PACKAGE_ROOT.parent / "patches" / spec.package),
                     "code": code_digest("render"),
                 },
-                action=act.render_action(spec),
+                action=act.render_action(spec, label),
                 skip_reason=skip,
                 package=label,
             )

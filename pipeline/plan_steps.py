@@ -8,6 +8,7 @@ and an unchanged rerun never pay for loading them.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -31,11 +32,12 @@ def _packages(ctx: StepContext, step_id: str) -> list[Path]:
     return pkgs
 
 
-def render_action(spec: BuildSpec) -> Action:
+def render_action(spec: BuildSpec, label: str) -> Action:
     def run(ctx: StepContext) -> StepOutcome:
         from condapipe.render import render_recipe
 
-        result = render_recipe(spec, ctx.step_dir / "recipe")
+        # One recipe dir per variant job, where users look for rendered recipes.
+        result = render_recipe(spec, ctx.work_dir / "recipes" / label)
         ctx.log.write(f"rendered {len(result.files)} files into {result.out_dir}")
         return StepOutcome(files=tuple(sorted(result.files)), data={"recipe_dir": str(result.out_dir)})
 
@@ -61,14 +63,16 @@ def build_action(job: Job, options: PlanOptions) -> Action:
             pythons=job.spec.pythons if job.spec else (),
             package_format=options.package_format,
             compression_level=options.compression_level,
-            run_tests=False,  # the test step tests the fixed package, which is what gets published
+            # The engine tests the package as built; the test step tests it again after fix (what
+            # gets published), so a failure only after fix points at the fixer.
+            run_tests=options.run_tests,
             target_platform=job.platform,
-            env=options.env,
+            override_channels=options.override_channels,
+            env=tuple(sorted(build_env(job, options).items())),
         )
-        if any(p.name.endswith(".conda") for p in options.output_dir.glob("*/*")):
-            from condapipe.channel import index_channel
+        from condapipe.engines.rattler_build import ensure_channel
 
-            index_channel(options.output_dir)  # a channel we read must have current repodata
+        ensure_channel(options.output_dir)  # a missing channel fails rattler-build's test step
         ctx.log.write(f"engine {engine.name} ({why}); recipe {recipe_dir}")
         result = engine.build(recipe_dir, build_options)
         ctx.log.write(f"engine log: {result.log_path}")
@@ -78,6 +82,19 @@ def build_action(job: Job, options: PlanOptions) -> Action:
         )
 
     return run
+
+
+def build_env(job: Job, options: PlanOptions) -> dict[str, str]:
+    """The build's extra environment: the spec's --env, doctor's MAX_JOBS etc., the CUDA toolkit."""
+    env = dict(job.spec.extra_env) if job.spec else {}
+    for key, value in options.env:
+        env.setdefault(key, value)
+    cuda = job.spec.cuda_variants[0].cuda if job.spec and job.spec.cuda_variants else None
+    home = dict(options.cuda_homes).get(cuda or "")
+    if home:  # doctor found /usr/local/cuda-X.Y for a CUDA other than the nvcc on PATH
+        env["CUDA_HOME"] = home
+        env["PATH"] = f"{home}/bin{os.pathsep}{os.environ.get('PATH', '')}"
+    return env
 
 
 def fix_action(build_step: str, family: str | None) -> Action:

@@ -1,14 +1,13 @@
-"""`condapipe build PACKAGE|RECIPE_DIR`: render (for a package family) and build with an engine.
+"""`condapipe build PACKAGE|RECIPE_DIR`: build a package family through the plan, or a recipe dir.
 
-A family name (pytorch, magma, cuda-smoke, ...) goes spec -> render -> engine; a directory the
+A family name (pytorch, magma, cuda-smoke, ...) goes doctor -> resumable plan (prerequisites,
+render -> engine -> fix -> verify -> test -> publish per variant; condapipe.family_build); a directory the
 user wrote (meta.yaml and/or recipe.yaml) goes straight to the engine, so the tool is useful
 for any recipe. Packages land in --output-dir, which is kept a valid local channel.
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +68,7 @@ def _recipe_dir_target(target: str) -> Path | None:
 @click.option("--package-format", type=click.Choice(PACKAGE_FORMATS), default="conda", show_default=True)
 @click.option("--compression-level", type=int, help="zstd level 1-22 for .conda, bzip2 1-9 for .tar.bz2.")
 @click.option("--no-test", is_flag=True, help="Skip the recipe's tests.")
+@click.option("--force", is_flag=True, help="Build even when `condapipe doctor` finds a blocking problem.")
 @dry_run_option
 @json_option
 def command(
@@ -81,63 +81,62 @@ def command(
     package_format: str,
     compression_level: int | None,
     no_test: bool,
+    force: bool,
     dry_run: bool,
     as_json: bool,
     **spec_params: Any,
 ) -> None:
     """Build a package family (e.g. cuda-smoke, magma, pytorch) or a recipe directory."""
     recipe_dir = _recipe_dir_target(target)
-    scratch: Path | None = None
-    if recipe_dir is not None:
-        extra = sorted(k for k, v in spec_params.items() if _given(v) and k not in _DIR_FLAGS)
-        if extra:
-            flags = ", ".join("--" + k.replace("_", "-") for k in extra)
-            raise UsageError(f"{flags} only apply to package families, not to the recipe directory {target}")
-        pythons = tuple(spec_params.get("python") or ())
-        platform = spec_params.get("platform") or None
-        env = tuple(sorted(cli_settings(spec_params).get("env", {}).items()))
-        mode = "recipe-dir"
-    else:
-        from condapipe.render import render_recipe
+    if recipe_dir is None:  # a package family: doctor, then the resumable plan (condapipe.family_build)
+        from condapipe.family_build import FamilyBuild, build_family
+        from condapipe.plan_build import PlanOptions
 
-        spec = spec_from_cli(target, spec_params)
-        final_dir = work_dir / "recipes" / target
-        if dry_run:  # render into a scratch dir: a dry run changes nothing under --work-dir
-            scratch = Path(tempfile.mkdtemp(prefix="condapipe-build-dry-"))
-        recipe_dir = scratch / target if scratch else final_dir
-        render_recipe(spec, recipe_dir)
-        pythons, platform, env, mode = spec.pythons, spec.platform, spec.extra_env, "family"
-    try:
-        chosen, why = engine_for_recipe(recipe_dir, engine)
-        options = BuildOptions(
-            output_dir=output_dir,
-            work_dir=work_dir,
+        plan_options = PlanOptions(
+            output_dir=output_dir.absolute(),
+            work_dir=work_dir.absolute(),
+            engine=engine,
             channels=channels,
             override_channels=override_channels,
-            pythons=pythons,
             package_format=package_format,
             compression_level=compression_level,
             run_tests=not no_test,
-            target_platform=platform,
-            env=env,
         )
-        head = {"target": target, "mode": mode, "engine": chosen.name, "engine_reason": why}
-        if dry_run:
-            actions = chosen.describe(recipe_dir, options)
-            if scratch is not None:
-                actions = [a.replace(str(recipe_dir), str(final_dir)) for a in actions]
-            if as_json:
-                print_json({**head, "dry_run": True, "actions": actions})
-            else:
-                console.print(f"would build {target} with {chosen.name} ({why}):")
-                for action in actions:
-                    console.print(f"  {action}", soft_wrap=True)
-            return
-        err_console.print(f"building {target} with {chosen.name} ({why})")
-        result = chosen.build(recipe_dir, options)
-    finally:
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
+        spec = spec_from_cli(target, spec_params)
+        build_family(FamilyBuild(spec, plan_options, force=force, dry_run=dry_run, as_json=as_json))
+        return
+    extra = sorted(k for k, v in spec_params.items() if _given(v) and k not in _DIR_FLAGS)
+    if extra:
+        flags = ", ".join("--" + k.replace("_", "-") for k in extra)
+        raise UsageError(f"{flags} only apply to package families, not to the recipe directory {target}")
+    pythons = tuple(spec_params.get("python") or ())
+    platform = spec_params.get("platform") or None
+    env = tuple(sorted(cli_settings(spec_params).get("env", {}).items()))
+    chosen, why = engine_for_recipe(recipe_dir, engine)
+    options = BuildOptions(
+        output_dir=output_dir,
+        work_dir=work_dir,
+        channels=channels,
+        override_channels=override_channels,
+        pythons=pythons,
+        package_format=package_format,
+        compression_level=compression_level,
+        run_tests=not no_test,
+        target_platform=platform,
+        env=env,
+    )
+    head = {"target": target, "mode": "recipe-dir", "engine": chosen.name, "engine_reason": why}
+    if dry_run:
+        actions = chosen.describe(recipe_dir, options)
+        if as_json:
+            print_json({**head, "dry_run": True, "actions": actions})
+        else:
+            console.print(f"would build {target} with {chosen.name} ({why}):")
+            for action in actions:
+                console.print(f"  {action}", soft_wrap=True)
+        return
+    err_console.print(f"building {target} with {chosen.name} ({why})")
+    result = chosen.build(recipe_dir, options)
     if as_json:
         print_json({**head, "recipe_dir": str(recipe_dir), **result.to_dict()})
         return

@@ -1,0 +1,98 @@
+"""What `condapipe build <family>` does: preflight, plan, run (resuming), report.
+
+Kept out of the click command so the build command stays argument plumbing, and so tests and
+other front ends run exactly the same sequence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from condapipe.doctor import DoctorReport, Machine, run_doctor
+from condapipe.errors import CondapipeError
+from condapipe.output import console, err_console, print_json
+from condapipe.plan import Plan, PlanFailed, PlanResult, describe, run_plan
+from condapipe.plan_build import PlanOptions, make_family_plan
+from condapipe.progress import StepDisplay
+from condapipe.report import build_report, print_summary, write_report
+from condapipe.spec import BuildSpec
+
+
+@dataclass(frozen=True)
+class FamilyBuild:
+    """Everything `build <family>` was asked, after argument parsing."""
+
+    spec: BuildSpec
+    options: PlanOptions
+    force: bool = False  # build despite blocking doctor findings
+    dry_run: bool = False
+    as_json: bool = False
+
+
+def preflight(request: FamilyBuild) -> tuple[DoctorReport, PlanOptions]:
+    """Doctor for the spec; its build env (MAX_JOBS, ...) and toolkit switches go into the options."""
+    report = run_doctor(
+        request.spec, Machine.from_environ(request.options.work_dir), engine=request.options.engine
+    )
+    env = dict(request.options.env)
+    for key, value in report.build_env:
+        env.setdefault(key, value)
+    options = dataclasses.replace(
+        request.options,
+        env=tuple(sorted(env.items())),
+        cuda_homes=report.cuda_homes or request.options.cuda_homes,
+    )
+    return report, options
+
+
+def _print_plan(plan: Plan, rows: list[dict[str, Any]]) -> None:
+    console.print(f"plan: {len(rows)} steps, channel {plan.output_dir}, work dir {plan.work_dir}")
+    for row in rows:
+        mark = "run " if row["action"] == "run" else "skip"
+        console.print(f"  {mark} {row['id']}: {row['title']} — {row['why']}", soft_wrap=True)
+        for key, value in row["inputs"].items():
+            text = value if isinstance(value, str) else str(value)
+            console.print(f"         {key}: {text[:100]}", soft_wrap=True, highlight=False)
+    for note in plan.notes:
+        console.print(f"  note: {note}", soft_wrap=True)
+
+
+def build_family(request: FamilyBuild) -> PlanResult | None:
+    """Preflight → plan → (dry run: describe) → run → report. Raises what the failing step raised."""
+    doctor, options = preflight(request)
+    for finding in doctor.findings:
+        if finding.level in ("warn", "block"):
+            err_console.print(
+                f"doctor: {finding.level}: {finding.message} (fix: {finding.fix})", soft_wrap=True
+            )
+    if request.dry_run:
+        plan = make_family_plan(request.spec, options)
+        rows = describe(plan)
+        if request.as_json:
+            print_json(
+                {"dry_run": True, "doctor": doctor.to_dict(), "notes": list(plan.notes), "steps": rows}
+            )
+        else:
+            _print_plan(plan, rows)
+        return None
+    doctor.raise_if_blocking(force=request.force)
+    plan = make_family_plan(request.spec, options)
+    result: PlanResult | None = None
+    error: CondapipeError | None = None
+    try:
+        with StepDisplay(plan, err_console) as display:
+            result = run_plan(plan, display=display)
+    except PlanFailed as exc:
+        result, error = exc.result, exc.cause
+    report = build_report(plan, result, error=str(error) if error else None)
+    report["doctor"] = doctor.to_dict()
+    paths = write_report(report, plan.work_dir)
+    if request.as_json:
+        print_json(report)
+    else:
+        print_summary(report, console, paths)
+    if error is not None:
+        raise error
+    return result

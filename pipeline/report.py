@@ -1,0 +1,173 @@
+"""The end of a build: report.json, report.md and a table saying what happened and where it is.
+
+A build that ran for hours must end with the answers a user needs without digging through logs:
+which steps ran or were skipped and why, how long each took, which package files were published
+(sizes, arch lists, verify results), and the command that installs them. The same facts are
+written as JSON for scripts and Markdown for humans (CI job summaries, bug reports).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from condapipe.plan import Plan, PlanResult, StepResult
+from condapipe.state import atomic_write_text
+from rich.console import Console
+from rich.table import Table
+
+REPORT_JSON = "report.json"
+REPORT_MD = "report.md"
+
+
+def _package_entry(result: StepResult, by_id: dict[str, StepResult]) -> list[dict[str, Any]]:
+    """Facts about each package a publish step put into the channel."""
+    from condapipe.channel import read_package_info
+
+    label = result.step.package
+    verify = by_id.get(f"verify:{label}")
+    tests = by_id.get(f"test:{label}")
+    verify_data = dict(verify.record.data) if verify and verify.record else {}
+    test_data = dict(tests.record.data).get("tests", {}) if tests and tests.record else {}
+    entries = []
+    for out in result.record.outputs if result.record else ():
+        path = Path(out.path)
+        report = verify_data.get("verify", {}).get(path.name, {})
+        entry: dict[str, Any] = {
+            "path": out.path,
+            "size": out.size,
+            "sha256": out.sha256,
+            "archs": verify_data.get("archs"),
+            "verify": {
+                "ok": report.get("ok"),
+                "errors": len(report.get("errors", [])),
+                "warnings": len(report.get("warnings", [])),
+            },
+            "tests": test_data.get(path.name, tests.reason if tests else None),
+            "job": label,
+        }
+        try:
+            info = read_package_info(path)
+            entry.update(name=info.name, version=info.version, build=info.build, subdir=info.subdir)
+        except Exception:  # the file vanished after the run: report what the state recorded
+            entry.update(name=path.name, version=None, build=None, subdir=path.parent.name)
+        entries.append(entry)
+    return entries
+
+
+def install_hint(channel: Path, names: list[str]) -> str:
+    """The command that installs the built packages from the local channel."""
+    if not names:
+        return ""
+    return f"conda install -c {channel.resolve().as_uri()} {' '.join(sorted(set(names)))}"
+
+
+def build_report(plan: Plan, result: PlanResult | None, *, error: str | None = None) -> dict[str, Any]:
+    """The report as data (what report.json holds)."""
+    results = list(result.results) if result else []
+    by_id = {r.step.id: r for r in results}
+    details = [
+        entry
+        for r in results
+        if r.step.kind == "publish" and r.status in ("ran", "unchanged")
+        for entry in _package_entry(r, by_id)
+    ]
+    from_channels = [r.reason for r in results if r.step.kind == "publish" and r.status == "skipped"]
+    wanted = {s.package for s in plan.steps if not s.skip_reason}
+    main = [p for p in details if p["job"] in wanted]
+    builds = [r for r in results if r.step.kind == "build" and r.record is not None]
+    last_build = dict(builds[-1].record.data) if builds and builds[-1].record else {}
+    return {
+        "ok": error is None and (result.ok if result else False),
+        "error": error,
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "seconds": round(result.seconds, 3) if result else 0.0,
+        "request": dict(plan.request),
+        "channel": str(plan.output_dir.resolve()),
+        "work_dir": str(plan.work_dir.resolve()),
+        "notes": list(plan.notes),
+        "steps": [r.to_dict() for r in results],
+        "mode": "family" if "package" in plan.request else "recipes",
+        "engine": last_build.get("engine"),
+        "log": last_build.get("engine_log"),  # the engine log of the last build step
+        "packages": [p["path"] for p in main],  # what was asked for, in the channel
+        "package_details": details,  # every published package, prerequisites included
+        "prerequisites_from_channels": from_channels,
+        "install": install_hint(plan.output_dir, [p["name"] for p in main]),
+    }
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    lines = [
+        f"# condapipe build report — {'OK' if report['ok'] else 'FAILED'}",
+        "",
+        f"- channel: `{report['channel']}`",
+        f"- work dir: `{report['work_dir']}`",
+        f"- total: {report['seconds']:.1f} s",
+    ]
+    if report["error"]:
+        lines.append(f"- error: {report['error']}")
+    if report["install"]:
+        lines.append(f"- install: `{report['install']}`")
+    lines += ["", "## Steps", "", "| step | status | seconds | why | log |", "|---|---|---:|---|---|"]
+    for s in report["steps"]:
+        why = s["error"] or s["reason"]
+        lines.append(f"| {s['id']} | {s['status']} | {s['seconds']:.1f} | {why} | {s['log'] or ''} |")
+    lines += ["", "## Packages", ""]
+    if report["package_details"]:
+        lines += ["| file | size | archs | verify | tests |", "|---|---:|---|---|---|"]
+        for p in report["package_details"]:
+            v = p["verify"]
+            verdict = "ok" if v["ok"] else "FAILED" if v["ok"] is False else "?"
+            lines.append(
+                f"| `{p['path']}` | {_size(p['size'])} | {p['archs'] or '-'} | "
+                f"{verdict} ({v['warnings']} warnings) | {p['tests'] or '-'} |"
+            )
+    else:
+        lines.append("none published")
+    for note in report["prerequisites_from_channels"] + report["notes"]:
+        lines.append(f"- {note}")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(report: dict[str, Any], work_dir: Path) -> tuple[Path, Path]:
+    """report.json and report.md in the work dir (atomic: a reader never sees half a report)."""
+    json_path, md_path = work_dir / REPORT_JSON, work_dir / REPORT_MD
+    atomic_write_text(json_path, json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
+    atomic_write_text(md_path, to_markdown(report))
+    return json_path, md_path
+
+
+def print_summary(report: dict[str, Any], console: Console, paths: tuple[Path, Path] | None = None) -> None:
+    """The final table: steps, packages, and how to install them."""
+    steps = Table(title=f"condapipe: {'done' if report['ok'] else 'FAILED'} in {report['seconds']:.1f} s")
+    for col in ("step", "status", "time", "why"):
+        steps.add_column(col, justify="right" if col == "time" else "left")
+    for s in report["steps"]:
+        steps.add_row(s["id"], s["status"], f"{s['seconds']:.1f}s", s["error"] or s["reason"])
+    console.print(steps)
+    if report["package_details"]:
+        pkgs = Table(title="packages")
+        for col in ("package", "size", "archs", "verify", "tests"):
+            pkgs.add_column(col)
+        for p in report["package_details"]:
+            verdict = "ok" if p["verify"]["ok"] else "FAILED"
+            pkgs.add_row(p["path"], _size(p["size"]), p["archs"] or "-", verdict, str(p["tests"] or "-"))
+        console.print(pkgs)
+    for note in report["prerequisites_from_channels"]:
+        console.print(f"prerequisite {note}")
+    console.print(f"channel: {report['channel']}", soft_wrap=True)
+    if report["install"]:
+        console.print(f"install: {report['install']}", soft_wrap=True)
+    if paths:
+        console.print(f"report: {paths[0]} and {paths[1]}", soft_wrap=True)
