@@ -103,6 +103,13 @@ def _pinned(name: str, series: tables.PytorchInfo, pythons: Sequence[str]) -> li
     return [Dep(spec, When(python=f"=={py}")) for py, spec in per_python.items()]
 
 
+def _on_platforms(dep: Dep, platforms: Sequence[str]) -> Dep:
+    """`dep` restricted to `platforms` (MKL exists only for x86_64), keeping its other conditions."""
+    if not platforms:
+        return dep
+    return Dep(dep.spec, When(platforms=tuple(platforms), python=dep.when.python, cuda=dep.when.cuda))
+
+
 def _python_when(specifier: str | None, pythons: Sequence[str]) -> When | None:
     """ALWAYS if a python-restricted dep holds for all the spec's Pythons, None if for none."""
     if specifier is None:
@@ -128,9 +135,9 @@ def _requirements(spec: BuildSpec, series: tables.PytorchInfo, rows: list[dict[s
     host += [Dep(name) for name in data["host_requirements"]]
     if series.build_command.startswith("pip "):
         host.append(Dep("pip"))
-    if spec.blas == "mkl":
-        host += _pinned("mkl", series, spec.pythons)
-    host += [Dep(name) for name in blas["host"]]
+    blas_host = _pinned("mkl", series, spec.pythons) if spec.blas == "mkl" else []
+    blas_host += [Dep(name) for name in blas["host"]]
+    host += [_on_platforms(d, blas.get("platforms", ())) for d in blas_host]
     if cuda_values:
         host.append(Dep("{{ magma_package }}", on_cuda))
 
@@ -140,7 +147,8 @@ def _requirements(spec: BuildSpec, series: tables.PytorchInfo, rows: list[dict[s
             continue
         when = _python_when(dep.python, spec.pythons)
         if when is not None:
-            run.append(Dep(dep.spec, when))
+            platforms = blas.get("platforms", ()) if dep.blas is not None else ()
+            run.append(_on_platforms(Dep(dep.spec, when), platforms))
     if cuda_values:
         run.append(Dep("{{ cuda_run_constraint }}", on_cuda))
 
