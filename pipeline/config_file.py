@@ -8,7 +8,7 @@ typo that silently falls back to a default would cost a 9-hour build.
 Layout (all keys optional)::
 
     package = "pytorch"            # default PACKAGE for commands that take one
-    version = "2.4.1"
+    version = "2.4.1"              # with `package` set: applies to that package only (as source)
     build_number = 0
     python = ["3.10", "3.11"]     # or one string
     cuda = ["11.8", "12.4"]       # or "cpu"
@@ -152,6 +152,10 @@ def _absolute_source(table: dict[str, Any], path: Path) -> dict[str, Any]:
 def spec_settings(config: dict[str, Any], package: str) -> dict[str, Any]:
     """The spec keys that apply to ``package``: top level, overridden by [packages.<package>]."""
     merged = {k: v for k, v in config.items() if k in SPEC_KEYS and k != "package"}
+    if config.get("package") and config["package"] != package:
+        # version and source name one package's upstream; they do not carry over to others
+        merged.pop("version", None)
+        merged.pop("source", None)
     override = config.get("packages", {}).get(package, {})
     env = {**merged.get("env", {}), **override.get("env", {})}
     merged.update(override)

@@ -326,7 +326,9 @@ def build_spec(
     if arch_text is not None and not str(arch_text).strip():
         raise UsageError("empty --arch: give archs like '8.0;8.6+PTX', a family name or native")
     if arch_text is not None and cudas == [CPU]:
-        raise UsageError("cpu builds have no arch list: drop --arch or give --cuda X.Y")
+        if "arch" in from_cli:
+            raise UsageError("cpu builds have no arch list: drop --arch or give --cuda X.Y")
+        arch_text = None  # a shared config file's arch list does not apply to a cpu build
     variants = tuple(_variant(c, rules, torch, arch_text, cudnn, warnings, package) for c in cudas)
 
     magma = tables.cuda_info(cudas[0]).magma if rules.version == "magma" else None
