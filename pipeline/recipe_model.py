@@ -120,6 +120,8 @@ class DownPrioritize:
 class Tests:
     """What the package must pass after building: imports, shell commands, extra test deps."""
 
+    __test__ = False  # not a pytest test class
+
     imports: tuple[str, ...] = ()
     commands: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
