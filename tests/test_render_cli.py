@@ -122,3 +122,16 @@ def test_several_pythons_and_cudas_give_one_recipe_with_a_matrix(tmp_path: Path)
     assert metas["3.8", "11.8"]["requirements"]["run_constrained"] == ["cpuonly <0"]
     assert metas["3.8", "cpu"]["requirements"]["run_constrained"] == ["cpuonly"]
     assert "pytorch-mutex ==1.0 cpu" in metas["3.8", "cpu"]["requirements"]["run"]
+
+
+def test_local_checkout_source_and_extra_env_reach_both_formats(tmp_path: Path) -> None:
+    checkout = tmp_path / "pytorch-src"
+    checkout.mkdir()
+    out = tmp_path / "recipe"
+    result = invoke(*PYTORCH, "--source", str(checkout), "--env", "USE_FLASH_ATTENTION=0", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    (variant,) = variant_combos(load_yaml((out / "conda_build_config.yaml").read_text()))
+    meta = v0_meta(out, "linux-64", variant)
+    assert meta["source"]["path"] == str(checkout)
+    assert load_yaml((out / "recipe.yaml").read_text())["source"]["path"] == str(checkout)
+    assert 'export USE_FLASH_ATTENTION="0"' in (out / "build.sh").read_text()
