@@ -18,6 +18,7 @@ import os
 import posixpath
 import re
 import shutil
+import struct
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from condapipe.elf.fatbin import KIND_ELF, FatbinError, decompress, read_fatbin
 from condapipe.elf.reader import ElfFile, NotElf
 from condapipe.elf.rpath import ORIGIN_PREFIXES, split_rpath
 from condapipe.errors import UsageError
-from condapipe.fix import elf_files
+from condapipe.fix import EM_CUDA, elf_files
 from condapipe.package_io import file_digest, load_paths_json, package_format, unpack
 from ruamel.yaml import YAML
 
@@ -325,5 +326,36 @@ def _check_payloads(path: Path, rel: str, entries: tuple, report: VerifyReport) 
         except (FatbinError, Exception) as exc:  # zstd errors have no common base class
             report.errors.append(f"{rel}: {entry.name} payload is corrupt ({exc})")
             continue
-        if entry.kind == KIND_ELF and not data.startswith(b"\x7fELF"):
-            report.errors.append(f"{rel}: {entry.name} payload is not a cubin")
+        problem = cubin_problem(data, entry.arch) if entry.kind == KIND_ELF else ptx_problem(data, entry.arch)
+        if problem:
+            report.errors.append(f"{rel}: {entry.name} payload is corrupt ({problem})")
+
+
+def cubin_problem(data: bytes, arch: int) -> str | None:
+    """Why `data` is not a well-formed cubin for `arch` (None when it is)."""
+    if len(data) < 64 or not data.startswith(b"\x7fELF") or data[4] != 2:
+        return "not a 64-bit ELF"
+    machine, flags, shoff, shentsize, shnum = (
+        struct.unpack_from("<H", data, 18)[0],
+        struct.unpack_from("<I", data, 48)[0],
+        struct.unpack_from("<Q", data, 40)[0],
+        struct.unpack_from("<H", data, 58)[0],
+        struct.unpack_from("<H", data, 60)[0],
+    )
+    if machine != EM_CUDA:
+        return f"ELF machine {machine} is not CUDA"
+    if arch not in ((flags >> 8) & 0xFF, flags & 0xFF):  # newer ABI: bits 8-15; older: bits 0-7
+        return f"cubin e_flags {flags:#x} do not say sm_{arch}"
+    if shoff + shentsize * shnum > len(data):
+        return "section headers run past the end"
+    return None
+
+
+def ptx_problem(data: bytes, arch: int) -> str | None:
+    """Why `data` is not PTX text for `arch` (None when it is)."""
+    text = data.rstrip(b"\0")
+    if b"\0" in text:
+        return "PTX text contains NUL bytes"
+    if f".target sm_{arch}".encode() not in text:
+        return f"PTX has no .target sm_{arch}"
+    return None
