@@ -455,14 +455,11 @@ def _variant(
         warnings.append(f"{package} ships SASS only: dropped PTX for {' '.join(sorted(archs.ptx()))}")
         archs = archs.sass_only()
     split_available = torch is not None and torch.build_split_cuda
-    limit = tables.link_overflow_max_images()
-    too_long = archs.images > limit
-    if rules.link_overflow_check and too_long and not split_available:
-        warnings.append(
-            f"CUDA {cuda}: {archs.images} code images (archs + PTX) exceed {limit}; libtorch_cuda.so "
-            "may pass 2 GB and fail to link ('relocation truncated to fit'), and BUILD_SPLIT_CUDA is "
-            "not available in this version: shorten --arch"
-        )
+    too_long = archs.images > tables.link_overflow_max_images()
+    if rules.link_overflow_check:
+        overflow = link_overflow_warning(archs, cuda, split_available=split_available)
+        if overflow:
+            warnings.append(overflow)
     split = split_available and (info.build_split_cuda or too_long)
     static_cudnn = bool(torch is not None and torch.static_cudnn and info.cudnn_static_available)
     return CudaVariant(
@@ -471,6 +468,21 @@ def _variant(
         cudnn=(cudnn or info.cudnn) if rules.cudnn else None,
         build_split_cuda=split,
         static_cudnn=static_cudnn and rules.cudnn,
+    )
+
+
+def link_overflow_warning(archs: ArchList, cuda: str, *, split_available: bool) -> str | None:
+    """The warning for an arch list long enough to risk the 2 GB link overflow, or None.
+
+    With BUILD_SPLIT_CUDA available the spec turns the split on instead, so there is no risk.
+    """
+    limit = tables.link_overflow_max_images()
+    if archs.images <= limit or split_available:
+        return None
+    return (
+        f"CUDA {cuda}: {archs.images} code images (archs + PTX) exceed {limit}; libtorch_cuda.so "
+        "may pass 2 GB and fail to link ('relocation truncated to fit'), and BUILD_SPLIT_CUDA is "
+        "not available in this version: shorten --arch"
     )
 
 

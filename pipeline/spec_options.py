@@ -118,3 +118,9 @@ def spec_from_cli(package: str, params: dict[str, Any]) -> BuildSpec:
     """Build the BuildSpec for ``package`` from a click command's params (spec_options flags)."""
     settings, from_cli = merged_settings(package, params)
     return build_spec(package, settings, from_cli=from_cli)
+
+
+def echo_spec_warnings(spec: BuildSpec) -> None:
+    """Print the spec's warnings to stderr, one unwrapped line each ("warning: ...")."""
+    for warning in spec.warnings:
+        click.echo(f"warning: {warning}", err=True)

@@ -220,3 +220,13 @@ def test_python_spellings(text, expected):
 def test_build_spec_is_usable_without_the_cli():
     s = build_spec("magma", {"cuda": ["12.4"], "build_number": 2})
     assert s.build_number == 2 and s.version == "2.6.1"
+
+
+def test_link_overflow_warning_function_for_other_commands():
+    from condapipe.arch import parse_arch_list
+    from condapipe.spec import link_overflow_warning
+
+    long = parse_arch_list("5.0;6.0;6.1;7.0;7.5;8.0;8.6;8.9;9.0;9.0a+PTX", cuda="12.4")
+    assert "relocation truncated to fit" in link_overflow_warning(long, "12.4", split_available=False)
+    assert link_overflow_warning(long, "12.4", split_available=True) is None
+    assert link_overflow_warning(parse_arch_list("8.0"), "12.4", split_available=False) is None

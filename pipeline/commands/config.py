@@ -10,7 +10,13 @@ import click
 from condapipe.config_file import load_config
 from condapipe.output import console, json_option, print_json
 from condapipe.spec import BuildSpec
-from condapipe.spec_options import config_path, resolve_package, spec_from_cli, spec_options
+from condapipe.spec_options import (
+    config_path,
+    echo_spec_warnings,
+    resolve_package,
+    spec_from_cli,
+    spec_options,
+)
 from rich.table import Table
 
 
@@ -38,8 +44,7 @@ def show(package: str | None, as_json: bool, **params: object) -> None:
             }
         )
         return
-    for warning in spec.warnings:
-        click.echo(f"warning: {warning}", err=True)  # one line, never wrapped
+    echo_spec_warnings(spec)
     console.print(_table(spec, str(path) if path else "(none)"))
 
 
