@@ -120,13 +120,19 @@ class DoctorReport:
             "cuda_homes": dict(self.cuda_homes),
         }
 
-    def raise_if_blocking(self, *, force: bool = False) -> None:
+    def raise_if_blocking(self, *, force: bool = False, before_build: bool = True) -> None:
         """EnvironmentProblem (exit 3) naming the first blocking finding, unless forced."""
         if not self.blocking or force:
             return
         first = self.blocking[0]
-        more = f" (+{len(self.blocking) - 1} more; see `condapipe doctor`)" if len(self.blocking) > 1 else ""
-        raise EnvironmentProblem(f"preflight: {first.message}{more}; --force builds anyway", fix=first.fix)
+        more = len(self.blocking) - 1
+        if before_build:
+            extra = f" (+{more} more: `condapipe doctor` lists them)" if more else ""
+            raise EnvironmentProblem(
+                f"preflight: {first.message}{extra}; --force builds anyway", fix=first.fix
+            )
+        extra = f" (+{more} more above)" if more else ""
+        raise EnvironmentProblem(f"{first.message}{extra}", fix=first.fix)
 
 
 @cache

@@ -284,14 +284,15 @@ def check_ram(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
     max_jobs = max(1, min(machine.cpu_count, by_ram, int(facts["max_jobs_cap"])))
     user = machine.env.get("MAX_JOBS")
     data = {"ram_gib": round(gib, 1), "gib_per_job": per_job, "max_jobs": max_jobs}
-    if gib < float(facts["min_ram_gib"]):
+    minimum = max(float(facts["min_ram_gib"]), per_job)  # one compile job must fit
+    if gib < minimum:
         res.findings.append(
             Finding(
                 "ram",
                 "block",
                 f"{gib:.1f} GiB of memory available; a {spec.package} build needs at least "
-                f"{facts['min_ram_gib']} GiB even with MAX_JOBS=1 (the OOM killer ends it hours in)",
-                fix=f"free memory, add swap, or build on a machine with >= {facts['min_ram_gib']} GiB",
+                f"{minimum:g} GiB even with MAX_JOBS=1 (the OOM killer ends it hours in)",
+                fix=f"free memory, add swap, or build on a machine with >= {minimum:g} GiB",
                 data=data,
             )
         )

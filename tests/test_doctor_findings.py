@@ -1,0 +1,267 @@
+"""`condapipe doctor` on faked machines: stand-in tools on PATH, a tiny /proc/meminfo, a driver file.
+
+The stand-ins (tests/standins/doctor) are real executables that answer the version queries the
+way the real tools do; doctor runs them as it runs the real ones. Everything else (the real gcc,
+cmake, nvcc 13.0 of this machine) is used as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from condapipe.cli import main
+from condapipe.doctor import Machine, run_doctor
+from condapipe.spec_options import spec_from_cli
+
+STANDINS = Path(__file__).parent / "standins" / "doctor"
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+needs_nvcc13 = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs the real nvcc on PATH")
+
+
+def doctor(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict, str]:
+    result = CliRunner().invoke(main, ["doctor", *args, "--json"], env=env or {})
+    data = json.loads(result.stdout) if result.stdout.strip() else {}
+    return result.exit_code, data, result.stderr
+
+
+def finding(data: dict, check: str, level: str | None = None) -> dict:
+    found = [f for f in data["findings"] if f["check"] == check and (level is None or f["level"] == level)]
+    assert found, f"no {check}/{level} finding in {json.dumps(data['findings'], indent=1)}"
+    return found[0]
+
+
+def machine(tmp_path: Path, path: str = SYSTEM_PATH, **env: str) -> Machine:
+    return Machine(
+        path=path,
+        meminfo=Path(env.pop("meminfo", "/proc/meminfo")),
+        driver_file=tmp_path / "no-driver",
+        cuda_roots=tmp_path / "no-toolkits",
+        cpu_count=8,
+        work_dir=tmp_path / "work",
+        env={"PATH": path, **env},
+    )
+
+
+def meminfo(tmp_path: Path, available_kib: int) -> Path:
+    path = tmp_path / "meminfo"
+    path.write_text(f"MemTotal:       {available_kib * 2} kB\nMemAvailable:   {available_kib} kB\n")
+    return path
+
+
+def test_every_warning_or_blocking_finding_says_how_to_fix_it(tmp_path: Path) -> None:
+    path = f"{STANDINS / 'nvcc-11.0'}:{STANDINS / 'gcc-14'}:{STANDINS / 'cmake-4'}:{SYSTEM_PATH}"
+    env = {"PATH": path, "CONDAPIPE_CUDA_ROOTS": str(tmp_path)}
+    code, data, _ = doctor("magma", "--cuda", "12.0", env=env)
+    assert code == 3
+    problems = [f for f in data["findings"] if f["level"] in ("warn", "block")]
+    assert problems and all(f["fix"] for f in problems)
+
+
+def test_an_nvcc_of_another_cuda_on_path_blocks_with_exit_3(tmp_path: Path) -> None:
+    env = {"PATH": f"{STANDINS / 'nvcc-11.0'}:{SYSTEM_PATH}", "CONDAPIPE_CUDA_ROOTS": str(tmp_path)}
+    code, data, err = doctor("cuda-smoke", "--cuda", "13.0", "--arch", "9.0", env=env)
+    assert code == 3
+    nvcc = finding(data, "nvcc", "block")
+    assert "CUDA 13.0 requested but nvcc on PATH is 11.0" in nvcc["message"]
+    assert "--cuda 11.0" in nvcc["fix"] and "13.0 toolkit" in nvcc["fix"]
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error: ")
+
+
+def test_a_matching_toolkit_under_usr_local_is_switched_to_instead_of_blocking(tmp_path: Path) -> None:
+    toolkit = tmp_path / "cuda-11.0" / "bin"
+    toolkit.mkdir(parents=True)
+    shutil.copy(STANDINS / "nvcc-11.0" / "nvcc", toolkit / "nvcc")
+    report = run_doctor(
+        spec_from_cli("cuda-smoke", {"cuda": ("11.0",), "arch": "8.0"}),
+        Machine(path=SYSTEM_PATH, cuda_roots=tmp_path, work_dir=tmp_path, env={}),
+    )
+    nvcc = next(f for f in report.findings if f.check == "nvcc")
+    assert nvcc.level == "warn" and "switches to the toolkit" in nvcc.message
+    assert dict(report.cuda_homes) == {"11.0": str(tmp_path / "cuda-11.0")}
+
+
+@needs_nvcc13
+def test_the_real_toolchain_of_this_machine_passes_for_cuda_13(tmp_path: Path) -> None:
+    code, data, _ = doctor("cuda-smoke", "--cuda", "13.0", "--arch", "9.0", "--work-dir", str(tmp_path))
+    assert code == 0, data
+    assert finding(data, "nvcc")["level"] == "ok"
+    assert finding(data, "gcc")["level"] == "ok"
+    assert data["build_env"]["MAX_JOBS"].isdigit()
+
+
+def test_a_too_new_gcc_blocks_and_names_the_newest_one_nvcc_accepts(tmp_path: Path) -> None:
+    path = f"{STANDINS / 'nvcc-11.0'}:{STANDINS / 'gcc-14'}:{SYSTEM_PATH}"
+    report = run_doctor(
+        spec_from_cli("cuda-smoke", {"cuda": ("11.0",), "arch": "8.0"}), machine(tmp_path, path)
+    )
+    gcc = next(f for f in report.findings if f.check == "gcc")
+    assert gcc.level == "block"
+    assert "gcc 14.2.0 is newer than CUDA 11.0's nvcc accepts (gcc <= 9)" in gcc.message
+    assert "gcc-9" in gcc.fix and "NVCC_CCBIN" in gcc.fix
+
+
+def test_an_older_gcc_already_on_path_is_suggested_by_its_path(tmp_path: Path) -> None:
+    older = tmp_path / "bin"
+    older.mkdir()
+    shutil.copy(STANDINS / "gcc-14" / "gcc", older / "gcc-9")
+    path = f"{STANDINS / 'nvcc-11.0'}:{STANDINS / 'gcc-14'}:{older}:{SYSTEM_PATH}"
+    report = run_doctor(
+        spec_from_cli("cuda-smoke", {"cuda": ("11.0",), "arch": "8.0"}), machine(tmp_path, path)
+    )
+    gcc = next(f for f in report.findings if f.check == "gcc")
+    assert f"CC={older / 'gcc-9'}" in gcc.fix
+
+
+def test_a_tiny_ram_blocks_the_build_and_explains_the_oom(tmp_path: Path) -> None:
+    env = {"CONDAPIPE_MEMINFO": str(meminfo(tmp_path, 512 * 1024))}  # 0.5 GiB available
+    code, data, _ = doctor("cuda-smoke", "--cuda", "13.0", "--arch", "9.0", env=env)
+    assert code == 3
+    ram = finding(data, "ram", "block")
+    assert ram["ram_gib"] == 0.5 and "OOM" in ram["message"]
+
+
+@pytest.mark.parametrize(("gib", "expected"), [(3, 3), (64, 4), (1.5, 1)])
+def test_max_jobs_follows_ram_per_compile_job_and_the_cap(tmp_path: Path, gib: float, expected: int) -> None:
+    # cuda-smoke: 1 GiB per job, at most 4 jobs; the faked machine has 8 CPUs.
+    m = machine(tmp_path, meminfo=str(meminfo(tmp_path, int(gib * 1024 * 1024))))
+    report = run_doctor(spec_from_cli("cuda-smoke", {"cuda": ("13.0",), "arch": "9.0"}), m)
+    assert report.max_jobs == expected
+
+
+def test_pytorch_max_jobs_uses_the_memory_per_job_of_its_version_series(tmp_path: Path) -> None:
+    from condapipe.tables import pytorch_info
+
+    per_job = pytorch_info("2.4.1").mem_per_job_gb  # pytorch.yaml: what one nvcc job of 2.4 needs
+    spec = spec_from_cli("pytorch", {"version": "2.4.1", "cuda": ("cpu",), "python": ("3.11",)})
+    roomy = run_doctor(spec, machine(tmp_path, meminfo=str(meminfo(tmp_path, 5 * per_job * 1024 * 1024))))
+    assert roomy.max_jobs == 5 and not [f for f in roomy.blocking if f.check == "ram"]
+    small = run_doctor(spec, machine(tmp_path, meminfo=str(meminfo(tmp_path, (per_job - 1) * 1024 * 1024))))
+    assert [f.check for f in small.blocking] == ["ram"]
+    assert f"needs at least {per_job}" in small.blocking[0].message
+
+
+def test_a_user_max_jobs_beyond_the_ram_is_kept_but_warned_about(tmp_path: Path) -> None:
+    m = machine(tmp_path, meminfo=str(meminfo(tmp_path, 2 * 1024 * 1024)), MAX_JOBS="16")
+    report = run_doctor(spec_from_cli("cuda-smoke", {"cuda": ("13.0",), "arch": "9.0"}), m)
+    assert report.max_jobs == 16
+    warn = next(f for f in report.findings if f.check == "ram" and f.level == "warn")
+    assert "MAX_JOBS=16" in warn.message and "unset MAX_JOBS" in warn.fix
+
+
+def _driver_file(tmp_path: Path, version: str) -> Path:
+    path = tmp_path / "nvidia-version"
+    path.write_text(
+        f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {version}  Thu Jun  5 2025\n"
+        "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n"
+    )
+    return path
+
+
+def test_an_old_driver_is_explained_with_error_804_and_forward_compatibility(tmp_path: Path) -> None:
+    env = {"CONDAPIPE_DRIVER_VERSION_FILE": str(_driver_file(tmp_path, "450.36.06"))}
+    _, data, _ = doctor("cuda-smoke", "--cuda", "13.0", "--arch", "9.0", env=env)
+    driver = finding(data, "driver", "warn")
+    assert "Error 804" in driver["message"] and "forward compatibility" in driver["message"]
+    assert ">= 580.65.06" in driver["fix"] and "data-center" in driver["fix"]
+    assert driver["level"] != "block"  # building needs no GPU: an old driver does not stop the build
+
+
+def test_a_driver_of_the_same_major_runs_newer_minors_through_minor_version_compat(tmp_path: Path) -> None:
+    m = Machine(path=SYSTEM_PATH, driver_file=_driver_file(tmp_path, "535.183.01"), work_dir=tmp_path, env={})
+    report = run_doctor(spec_from_cli("cuda-smoke", {"cuda": ("12.8",), "arch": "9.0"}), m)
+    driver = next(f for f in report.findings if f.check == "driver")
+    assert driver.level == "info" and "minor version compatibility" in driver.message
+
+
+def _cudnn(tmp_path: Path, major: int) -> tuple[Path, Path]:
+    inc, lib = tmp_path / f"cudnn{major}" / "include", tmp_path / f"cudnn{major}" / "lib"
+    inc.mkdir(parents=True)
+    lib.mkdir()
+    (inc / "cudnn_version.h").write_text(
+        f"#define CUDNN_MAJOR {major}\n#define CUDNN_MINOR 0\n#define CUDNN_PATCHLEVEL 5\n"
+    )
+    (lib / f"libcudnn.so.{major}").write_bytes(b"\x7fELF")
+    return inc, lib
+
+
+def test_cudnn_is_found_through_cudnn_include_dir_and_passed_to_the_build(tmp_path: Path) -> None:
+    inc, lib = _cudnn(tmp_path, 8)
+    spec = spec_from_cli("pytorch", {"version": "1.8.0", "cuda": ("11.1",), "python": ("3.8",)})
+    report = run_doctor(spec, machine(tmp_path, CUDNN_INCLUDE_DIR=str(inc), CUDNN_LIB_DIR=str(lib)))
+    cudnn = next(f for f in report.findings if f.check == "cudnn")
+    assert cudnn.level == "ok" and "8.0.5" in cudnn.message
+    assert dict(report.build_env)["CUDNN_INCLUDE_DIR"] == str(inc)
+
+
+def test_a_cudnn_of_another_major_blocks_and_names_the_wheel_to_install(tmp_path: Path) -> None:
+    inc, lib = _cudnn(tmp_path, 9)
+    spec = spec_from_cli("pytorch", {"version": "1.8.0", "cuda": ("11.1",), "python": ("3.8",)})
+    report = run_doctor(spec, machine(tmp_path, CUDNN_INCLUDE_DIR=str(inc), CUDNN_LIB_DIR=str(lib)))
+    cudnn = next(f for f in report.findings if f.check == "cudnn")
+    assert cudnn.level == "block" and "9.0.5" in cudnn.message
+    assert "nvidia-cudnn-cu11==8.*" in cudnn.fix
+
+
+def test_cmake_4_on_an_old_family_sets_the_policy_minimum_for_the_build(tmp_path: Path) -> None:
+    path = f"{STANDINS / 'cmake-4'}:{SYSTEM_PATH}"
+    report = run_doctor(spec_from_cli("magma", {"cuda": ("13.0",)}), machine(tmp_path, path))
+    cmake = next(f for f in report.findings if f.check == "cmake")
+    assert cmake.level == "warn" and "4.0.3" in cmake.message
+    assert dict(report.build_env)["CMAKE_POLICY_VERSION_MINIMUM"] == "3.5"
+
+
+def test_missing_cmake_blocks_a_family_that_uses_it(tmp_path: Path) -> None:
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    report = run_doctor(spec_from_cli("magma", {"cuda": ("13.0",)}), machine(tmp_path, str(empty)))
+    assert {f.check for f in report.blocking} >= {"cmake", "nvcc", "gcc"}
+
+
+def test_disk_need_scales_with_the_variants_and_blocks_when_short(tmp_path: Path) -> None:
+    spec = spec_from_cli(
+        "pytorch", {"version": "2.4.1", "cuda": ("12.1", "12.4"), "python": ("3.10", "3.11", "3.12")}
+    )
+    report = run_doctor(spec, machine(tmp_path))
+    disk = next(f for f in report.findings if f.check == "disk")
+    assert disk.data["need_gib"] == 6 * 40
+    free = shutil.disk_usage(tmp_path).free / 1024**3
+    assert (disk.level == "block") == (free < 240)
+
+
+def test_a_requested_engine_that_is_not_installed_blocks(tmp_path: Path) -> None:
+    env = {"PATH": SYSTEM_PATH}
+    if shutil.which("conda", path=SYSTEM_PATH):
+        pytest.skip("conda is installed here")
+    _, data, _ = doctor("cuda-smoke", "--cuda", "13.0", "--arch", "9.0", "--engine", "conda-build", env=env)
+    assert finding(data, "engine", "block")["fix"]
+
+
+def test_build_runs_doctor_first_and_stops_with_exit_3_before_writing_anything(tmp_path: Path) -> None:
+    env = {"PATH": f"{STANDINS / 'nvcc-11.0'}:{SYSTEM_PATH}", "CONDAPIPE_CUDA_ROOTS": str(tmp_path)}
+    out, work = tmp_path / "channel", str(tmp_path / "work")
+    result = CliRunner().invoke(
+        main,
+        [
+            "build",
+            "cuda-smoke",
+            "--cuda",
+            "13.0",
+            "--arch",
+            "9.0",
+            "--output-dir",
+            str(out),
+            "--work-dir",
+            work,
+        ],
+        env=env,
+    )
+    assert result.exit_code == 3
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: preflight: CUDA 13.0 requested") and "--force" in last
+    assert not out.exists() and not (tmp_path / "work" / "state.json").exists()
+    assert os.environ.get("CONDAPIPE_MEMINFO") is None  # the runner's env did not leak
