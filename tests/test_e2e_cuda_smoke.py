@@ -66,12 +66,14 @@ def test_two_arch_lists_give_two_distinct_packages_in_one_channel(project: Path,
     assert names <= set(repodata["packages.conda"])
 
 
-def test_the_recipe_was_rendered_from_the_spec_into_the_work_dir(project: Path, builds: dict) -> None:
-    recipe = project / ".condapipe" / "recipes" / "cuda-smoke"
+def test_the_recipe_was_rendered_from_the_spec_and_its_tests_ran(project: Path, builds: dict) -> None:
+    (recipe,) = (project / ".condapipe" / "recipes").glob("cuda-smoke-*")
     assert {"recipe.yaml", "variants.yaml", "meta.yaml", "build.sh"} <= {p.name for p in recipe.iterdir()}
-    log = (project / builds["hopper"]["log"]).read_text()
+    log = Path(builds["hopper"]["log"]).read_text()
     assert "-gencode arch=compute_90,code=sm_90" in log
-    assert "cuda-smoke: no GPU available" in log or "cuda-smoke: OK" in log  # the recipe's own test ran
+    for result in builds.values():
+        (details,) = result["package_details"]
+        assert details["tests"].endswith("passed"), details
 
 
 def test_without_a_gpu_the_cli_says_so_and_exits_0_in_test_mode(installed: Path) -> None:
@@ -109,8 +111,14 @@ def test_an_arch_nvcc_13_cannot_compile_is_refused_before_building(project: Path
     assert "cannot compile arch 7.0" in err
 
 
-def test_a_mismatched_nvcc_fails_with_a_diagnosis(project: Path) -> None:
+def test_a_mismatched_nvcc_is_caught_before_and_during_the_build(project: Path) -> None:
+    # The doctor preflight refuses (exit 3) ...
     code, _, err = condapipe("build", "cuda-smoke", "--cuda", "12.9", "--arch", "9.0", cwd=project)
+    assert code == 3
+    assert "nvcc on PATH is 13.0" in err.strip().splitlines()[-1]
+    # ... and when forced, the recipe's own check stops nvcc 13.0 from producing a package labelled
+    # CUDA 12.9: the build fails and the log diagnosis names the cause.
+    code, _, err = condapipe("build", "cuda-smoke", "--cuda", "12.9", "--arch", "9.0", "--force", cwd=project)
     assert code == 1
     last = err.strip().splitlines()[-1]
     assert last.startswith("error: rattler-build failed to build")
