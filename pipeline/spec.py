@@ -201,11 +201,11 @@ def normalize_python(text: str) -> str:
 
 
 def _as_list(value: Any) -> list[str]:
+    """A flag given once, repeated, or as "3.10,3.11" / "3.10 3.11" -> ["3.10", "3.11"]."""
     if value is None:
         return []
-    if isinstance(value, str):
-        return [v for v in re.split(r"[,\s]+", value.strip()) if v]
-    return [str(v) for v in value]
+    items = [value] if isinstance(value, str) else [str(v) for v in value]
+    return [v for item in items for v in re.split(r"[,\s]+", item.strip()) if v]
 
 
 def _unique(items: list[str]) -> list[str]:

@@ -55,6 +55,8 @@ def test_several_cudas_and_pythons_give_one_spec_with_a_variant_each():
     s = spec("pytorch", version="2.4.1", python=("3.12", "3.10", "3.10"), cuda=("12.4", "cu118", "cpu"))
     assert s.pythons == ("3.10", "3.12")
     assert s.cudas == ("12.4", "11.8", "cpu")
+    same = spec("pytorch", version="2.4.1", python=("3.12,3.10",), cuda=("12.4 cu118", "cpu"))
+    assert same == s
     by_cuda = {v.cuda: v for v in s.cuda_variants}
     assert by_cuda["11.8"].archs.torch_arch_list() == "3.7+PTX;5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0"
     assert by_cuda["12.4"].archs.torch_arch_list() == "5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 from condapipe.config_file import load_config
 from condapipe.output import console, json_option, print_json
-from condapipe.spec import BuildSpec
+from condapipe.spec import BuildSpec, family_rules
 from condapipe.spec_options import (
     config_path,
     echo_spec_warnings,
@@ -56,7 +56,7 @@ def _table(spec: BuildSpec, config_file: str) -> Table:
     table.add_row("build number", str(spec.build_number))
     table.add_row("python", " ".join(spec.pythons) or "-")
     table.add_row("platform", spec.platform)
-    table.add_row("blas", spec.blas)
+    table.add_row("blas", spec.blas if family_rules(spec.package).blas else "- (does not apply)")
     src = spec.source
     table.add_row("source", " ".join(str(x) for x in (src.kind, src.url or src.path, src.rev) if x))
     for v in spec.cuda_variants:
