@@ -73,10 +73,11 @@ class InPlacePatcher:
             plan = self._plan(elf, change)
             if plan is None:
                 raise PatchError(f"{path}: change does not fit in place")
+            # No msync: like write(2), the edit is in the page cache for every reader at once;
+            # a synchronous flush would only add disk latency.
             for offset, data in plan:
                 if elf.mm[offset : offset + len(data)] != data:
                     elf.mm[offset : offset + len(data)] = data
-            elf.mm.flush()
 
     def _plan(self, elf: ElfFile, change: Change) -> list[tuple[int, bytes]] | None:
         """Byte writes (offset, data) that make the change, or None when it cannot be done here."""
