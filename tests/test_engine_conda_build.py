@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -83,17 +84,19 @@ def test_build_runs_conda_build_with_the_documented_flags(standin_conda: Path, t
         "--croot", str((tmp_path / "work" / "conda-bld").resolve()),
     ]  # fmt: skip
 
-    (pkg,) = result.packages
-    assert pkg.parent == tmp_path / "channel" / "linux-64" or pkg.parent.resolve() == Path(out) / "linux-64"
-    assert pkg.name.startswith("hello-v0-2.0.1-h") and pkg.name.endswith("_3.conda")
+    # One package per --python variant, at the paths `conda build --output` announced.
+    assert len(result.packages) == 2 and len(set(result.packages)) == 2
+    for pkg in result.packages:
+        assert pkg.parent == Path(out) / "linux-64"
+        assert pkg.name.startswith("hello-v0-2.0.1-h") and pkg.name.endswith("_3.conda")
     # A real package: it unpacks and its program runs.
     unpacked = tmp_path / "unpacked"
-    cph.extract(str(pkg), dest_dir=str(unpacked))
+    cph.extract(str(result.packages[0]), dest_dir=str(unpacked))
     assert json.loads((unpacked / "info" / "index.json").read_text())["version"] == "2.0.1"
     assert subprocess.run([unpacked / "bin" / "hello-v0"], check=False).returncode == 0
     # The output folder is a channel others can build against.
     repodata = json.loads((tmp_path / "channel" / "linux-64" / "repodata.json").read_text())
-    assert pkg.name in {**repodata.get("packages", {}), **repodata.get("packages.conda", {})}
+    assert {p.name for p in result.packages} <= set(repodata.get("packages.conda", {}))
 
 
 def test_the_build_log_is_streamed_and_kept(
@@ -147,3 +150,24 @@ def test_dry_run_describes_the_command_without_building(standin_conda: Path, tmp
 def test_a_v1_only_recipe_is_refused_by_conda_build(standin_conda: Path) -> None:
     with pytest.raises(UsageError, match="use --engine rattler-build"):
         engine_for_recipe(RECIPES / "libgreet", "conda-build")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc on PATH")
+def test_cuda_smoke_builds_from_its_v0_recipe_with_conda_build(standin_conda: Path, tmp_path: Path) -> None:
+    """The same spec renders meta.yaml + conda_build_config.yaml that conda build (stand-in) builds
+    with the real nvcc: the variant keys reach build.sh and the package has the requested archs."""
+    from condapipe.arch import parse_arch_list
+    from condapipe.verify import verify_package
+    from e2e_helpers import build_json
+
+    result = build_json(
+        "cuda-smoke", "--cuda", "13.0", "--arch", "8.0;9.0+PTX", "--engine", "conda-build", cwd=tmp_path
+    )
+    assert result["engine"] == "conda-build"
+    (pkg,) = map(Path, result["packages"])
+    report = verify_package(pkg, archs=parse_arch_list("8.0;9.0+PTX", cuda="13.0"))
+    assert report.ok, report.errors
+    assert report.to_dict()["fatbins"]["lib/libcuda_smoke.so"]["sass"] == ["sm_80", "sm_90"]
+    (build,) = [c for c in calls(standin_conda) if c[:1] == ["build"] and "--output" not in c and len(c) > 2]
+    assert build[build.index("-m") + 1].endswith("conda_build_config.yaml")
