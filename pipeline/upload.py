@@ -33,7 +33,7 @@ from condapipe.channel import (
     publish_local,
     read_package_info,
 )
-from condapipe.errors import EnvironmentProblem, UsageError
+from condapipe.errors import CondapipeError, EnvironmentProblem, UsageError
 from condapipe.tokens import Token, redact
 from condapipe.upload_order import upload_order
 from condapipe.upload_result import FileOutcome, Status
@@ -113,7 +113,11 @@ def verify_blockers(packages: Sequence[PackageInfo]) -> dict[Path, str]:
         ) from None
     blocked: dict[Path, str] = {}
     for info in packages:
-        report = verify_package(info.path)
+        try:
+            report = verify_package(info.path)
+        except CondapipeError as exc:
+            blocked[info.path] = f"verify failed: {exc}"
+            continue
         if not report.ok:
             errors = list(report.errors)
             more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""

@@ -228,3 +228,20 @@ def test_a_corrupt_package_is_a_clear_error(tmp_path):
     )
     assert res.exit_code == 2
     assert "not a readable conda package" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_verify_keeps_a_defective_package_out_of_the_channel(out, tmp_path):
+    broken = make_package(tmp_path / "broken", "broken", "1.0", wrong_hash=True)
+    channel = tmp_path / "ch"
+    res = run_cli(
+        ["upload", "--to", str(channel), "--json", str(broken), str(out / "pytorch-mutex-1.0-cpu.conda")],
+        isolated_env(tmp_path),
+        tmp_path,
+    )
+    assert res.exit_code == 1
+    status = {f["basename"]: f["status"] for f in res.json["files"]}
+    assert status == {
+        "noarch/broken-1.0-0.conda": "blocked",
+        "noarch/pytorch-mutex-1.0-cpu.conda": "uploaded",
+    }
+    assert sorted(_records(channel, "noarch")) == ["pytorch-mutex-1.0-cpu.conda"]

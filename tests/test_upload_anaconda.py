@@ -343,3 +343,17 @@ def test_uploaded_files_install_from_the_served_channel(server, pkgs, tmp_path):
 
     assert asyncio.run(solve_and_install()) == ["pytorch", "pytorch-mutex"]
     assert (tmp_path / "prefix" / "share" / "pytorch" / "pytorch-2.1.0.txt").is_file()
+
+
+def test_verify_blocks_a_defective_package_unless_no_verify(server, pkgs, tmp_path):
+    broken = make_package(tmp_path / "broken", "broken", "1.0", wrong_hash=True)
+    env = isolated_env(tmp_path)
+    res = run_cli([*upload_args(server, "myorg", "--json"), str(broken), str(pkgs["mutex"])], env, tmp_path)
+    assert res.exit_code == 1
+    status = {f["basename"]: (f["status"], f["detail"]) for f in res.json["files"]}
+    assert status["noarch/broken-1.0-0.conda"][0] == "blocked"
+    assert "verify failed" in status["noarch/broken-1.0-0.conda"][1]
+    assert status["noarch/pytorch-mutex-1.0-cuda.conda"][0] == "uploaded"
+    assert_holds_exactly(server, "myorg", basenames({"m": pkgs["mutex"]}))
+    forced = run_cli([*upload_args(server, "myorg", "--no-verify", "--json"), str(broken)], env, tmp_path)
+    assert forced.exit_code == 0 and forced.json["files"][0]["status"] == "uploaded"

@@ -31,10 +31,12 @@ def make_package(
     payload_size: int = 0,
     fmt: str = ".conda",
     extra_index: dict | None = None,
+    wrong_hash: bool = False,
 ) -> Path:
     """Write {name}-{version}-{build}{fmt} into out_dir and return its path.
 
     payload_size > 0 writes that many random bytes (incompressible) instead of `payload`.
+    wrong_hash=True records a wrong sha256 in paths.json: a defective package verify must catch.
     """
     out_dir = Path(out_dir).absolute()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -76,7 +78,12 @@ def make_package(
         (root / "info" / "index.json").write_text(json.dumps(index, indent=2))
         paths = {
             "paths": [
-                {"_path": rel, "path_type": "hardlink", "sha256": sha.hexdigest(), "size_in_bytes": size}
+                {
+                    "_path": rel,
+                    "path_type": "hardlink",
+                    "sha256": "0" * 64 if wrong_hash else sha.hexdigest(),
+                    "size_in_bytes": size,
+                }
             ],
             "paths_version": 1,
         }
