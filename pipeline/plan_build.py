@@ -122,6 +122,7 @@ def source_fingerprint(source: Source) -> dict[str, Any]:
 def spec_inputs(spec: BuildSpec) -> dict[str, Any]:
     """The spec as plain JSON data (arch lists in pytorch spelling, paths as strings)."""
     data = dataclasses.asdict(spec)
+    data.pop("warnings", None)  # messages about the spec, not part of what gets built
     data["cuda_variants"] = [
         {"cuda": v.cuda, "cudnn": v.cudnn, "archs": v.archs.torch_arch_list() if v.archs else None}
         for v in spec.cuda_variants
@@ -134,22 +135,22 @@ def spec_inputs(spec: BuildSpec) -> dict[str, Any]:
 
 
 def prerequisite_spec(family: str, spec: BuildSpec, variant: CudaVariant) -> BuildSpec:
-    """The spec of a prerequisite family for one CUDA variant of `spec` (from the CUDA tables)."""
+    """The spec of a prerequisite family for one CUDA variant of `spec`.
+
+    Validated like a user's `condapipe build magma --cuda X`, with the build number of the
+    package pytorch's own builds used (cuda.yaml), so a rebuilt magma-cudaXY matches upstream's.
+    """
+    from condapipe.spec import build_spec
     from condapipe.tables import cuda_info
 
     if family != "magma":
         raise UsageError(f"data/plan.yaml names prerequisite {family!r}, which condapipe cannot build")
-    info = cuda_info(variant.cuda)
-    return BuildSpec(
-        package="magma",
-        version=info.magma.version,
-        build_number=info.magma.build_number,
-        pythons=(),
-        cuda_variants=(CudaVariant(variant.cuda, info.magma_arch_list(), None),),
-        platform=spec.platform,
-        blas=spec.blas,
-        source=Source(kind="url", url=info.magma.url, sha256=info.magma.sha256),
-    )
+    settings = {
+        "cuda": [variant.cuda],
+        "platform": spec.platform,
+        "build_number": cuda_info(variant.cuda).magma.build_number,
+    }
+    return build_spec("magma", settings)
 
 
 def prerequisite_package(family: str, variant: CudaVariant) -> str:
