@@ -135,3 +135,27 @@ def test_local_checkout_source_and_extra_env_reach_both_formats(tmp_path: Path) 
     assert meta["source"]["path"] == str(checkout)
     assert load_yaml((out / "recipe.yaml").read_text())["source"]["path"] == str(checkout)
     assert 'export USE_FLASH_ATTENTION="0"' in (out / "build.sh").read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("render", "pytorch", "--version", "2.4.1", "--cuda", "12.4", "--python", "3.10"), "-o DIR"),
+        (("render", "-o", "recipe"), "no package given"),
+    ],
+)
+def test_missing_package_or_output_is_one_line_exit_2(args: tuple[str, ...], message: str) -> None:
+    result = invoke(*args)
+    assert result.exit_code == 2
+    assert len(result.output.strip().splitlines()) == 1 and message in result.output
+    assert not Path("recipe").exists()
+
+
+def test_config_file_supplies_the_spec_and_flags_override_it(tmp_path: Path) -> None:
+    Path("condapipe.toml").write_text(
+        'package = "pytorch"\nversion = "2.4.1"\npython = ["3.10", "3.11"]\ncuda = "12.4"\n'
+    )
+    result = invoke("render", "--cuda", "cpu", "-o", "recipe")
+    assert result.exit_code == 0, result.output
+    cbc = load_yaml(Path("recipe/conda_build_config.yaml").read_text())
+    assert cbc["python"] == ["3.10", "3.11"] and cbc["cuda_version"] == ["cpu"]

@@ -6,21 +6,29 @@ from pathlib import Path
 from typing import Any
 
 import click
+from condapipe.errors import UsageError
 from condapipe.output import console, dry_run_option, json_option, print_json
 from condapipe.render import build_model, check_target, plan_files, render_model
-from condapipe.spec_options import spec_from_cli, spec_options
+from condapipe.spec_options import resolve_package, spec_from_cli, spec_options
 
 
 @click.command("render")
-@click.argument("package")
+@click.argument("package", required=False)
 @spec_options
-@click.option("-o", "--output", "out_dir", required=True, help="Recipe directory to write.")
+@click.option("-o", "--output", "out_dir", help="Recipe directory to write (required).")
 @click.option("--force", is_flag=True, help="Replace DIR even if it is not a previous render.")
 @dry_run_option
 @json_option
-def command(package: str, out_dir: str, force: bool, dry_run: bool, as_json: bool, **params: Any) -> None:
-    """Render the conda recipe of PACKAGE (pytorch, magma, ...) into DIR, v0 and v1 formats."""
-    spec = spec_from_cli(package, params)
+def command(
+    package: str | None, out_dir: str | None, force: bool, dry_run: bool, as_json: bool, **params: Any
+) -> None:
+    """Render the conda recipe of PACKAGE (pytorch, magma, ...) into DIR, v0 and v1 formats.
+
+    PACKAGE may come from the config file instead (`package = "pytorch"`).
+    """
+    if not out_dir:
+        raise UsageError("render needs -o DIR: the recipe directory to write")
+    spec = spec_from_cli(resolve_package(package, params), params)
     model = build_model(spec)
     target = Path(out_dir)
     if dry_run:
