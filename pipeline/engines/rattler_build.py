@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -114,9 +115,15 @@ class RattlerBuildEngine:
             return False
         return True
 
-    def scratch_dir(self, options: BuildOptions) -> Path:
-        """rattler-build's own output folder (bld/, test/, its repodata) under the work dir."""
-        return options.work_dir / "rattler-build"
+    def scratch_dir(self, options: BuildOptions, name: str) -> Path:
+        """A fresh rattler-build output folder (bld/, test/, its repodata) under the work dir.
+
+        Fresh per build because rattler-build also solves against its own output folder: a
+        shared one would let stale packages satisfy dependencies the output channel lacks.
+        """
+        parent = options.work_dir / "rattler-build"
+        parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=parent))
 
     def channels(self, options: BuildOptions) -> list[str]:
         """The output folder first, then the user's; nothing implicit (conda-forge) is added.
@@ -157,7 +164,7 @@ class RattlerBuildEngine:
             platform = rb.PlatformConfig(target_platform=options.target_platform)
             render_config = rb.RenderConfig(platform=platform)
 
-        scratch = self.scratch_dir(options)
+        scratch = self.scratch_dir(options, recipe_dir.resolve().name)
         ensure_channel(options.output_dir)
         tool_config = rb.ToolConfiguration(test_strategy="native" if options.run_tests else "skip")
         log_path = log_file_for(options, recipe_dir.resolve().name, self.name)
@@ -188,7 +195,13 @@ class RattlerBuildEngine:
                 diagnosis=diagnose.summary(found),
                 log_path=str(log_path),
             )
+        if not built:
+            raise BuildFailed(
+                f"rattler-build built nothing for {recipe_dir} (every output skipped?)",
+                log_path=str(log_path),
+            )
         published = publish(built, options.output_dir)
+        shutil.rmtree(scratch, ignore_errors=True)  # kept only after a failure, for debugging
         return EngineResult(self.name, tuple(published), log_path, time.monotonic() - started)
 
 
