@@ -72,10 +72,12 @@ def test_render_matches_golden(case: str, tmp_path: Path) -> None:
             stale.unlink()
         for name, data in got.items():
             (golden_dir / name).write_bytes(data)
+    hint = "review the change, then regenerate with CONDAPIPE_UPDATE_GOLDEN=1"
+    assert golden_dir.is_dir(), f"no golden recipe for {case}; {hint}"
     want = recipe_files(golden_dir)
-    assert sorted(got) == sorted(want), f"file set of {case} changed"
+    assert sorted(got) == sorted(want), f"file set of {case} changed; {hint}"
     for name in want:
-        assert got[name].decode() == want[name].decode(), f"{case}/{name} differs from the golden file"
+        assert got[name].decode() == want[name].decode(), f"{case}/{name} differs from its golden; {hint}"
 
 
 def test_same_spec_gives_byte_identical_files_across_processes(tmp_path: Path) -> None:
