@@ -175,7 +175,8 @@ def _channel_locations(options: PlanOptions) -> list[str]:
 def _current_platform() -> str:
     import rattler
 
-    return str(rattler.Platform.current())
+    subdir = getattr(rattler, "Subdir", None) or rattler.Platform  # Platform: py-rattler < 0.28
+    return str(subdir.current())
 
 
 def find_in_channels(name: str, platform: str, options: PlanOptions) -> tuple[str | None, list[str]]:
@@ -191,7 +192,7 @@ def find_in_channels(name: str, platform: str, options: PlanOptions) -> tuple[st
         gateway = rattler.Gateway(cache_dir=options.work_dir / "repodata-cache")
         result = await gateway.query(
             [rattler.Channel(chan)],
-            [rattler.Platform(platform), rattler.Platform("noarch")],
+            [platform, "noarch"],
             [rattler.MatchSpec(name)],
             recursive=False,
         )
