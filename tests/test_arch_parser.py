@@ -174,3 +174,29 @@ def test_arbitrary_text_either_parses_or_raises_usage_error(text):
 def test_parse_token_reads_sm_and_dotted_forms_identically():
     assert parse_token("sm_86") == parse_token("8.6")
     assert parse_token("sm_121a") == Arch(12, 1, "a")
+
+
+@st.composite
+def cuda_and_archs(draw):
+    """A CUDA version and a subset of what it compiles (suffixed archs included, no X/Xf pair)."""
+    cuda = draw(st.sampled_from(cuda_versions()))
+    accepted = cuda_info(cuda).accepted_archs()
+    chosen = draw(st.lists(st.sampled_from(accepted), min_size=1, max_size=10, unique=True))
+    fam = {(a.major, a.minor) for a in chosen if a.suffix == "f"}
+    chosen = [a for a in chosen if a.suffix or (a.major, a.minor) not in fam]
+    ptx = draw(st.sets(st.integers(0, len(chosen) - 1), max_size=2))
+    return cuda, [Arch(a.major, a.minor, a.suffix, i in ptx) for i, a in enumerate(chosen)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(cuda_and_archs(), st.booleans())
+def test_every_compilable_selection_round_trips_for_its_cuda(case, sm_style):
+    cuda, archs = case
+    spelled = [(a.sm + ("+PTX" if a.ptx else "")) if sm_style else a.torch_name for a in archs]
+    parsed = parse_arch_list(";".join(spelled), cuda=cuda)
+    assert parse_arch_list(parsed.torch_arch_list(), cuda=cuda) == parsed
+    assert parsed.sass() == {a.sm for a in archs}
+    assert parsed.ptx() == {a.compute for a in archs if a.ptx}
+    for flag in parsed.gencode_flags():
+        arch, code = flag.removeprefix("-gencode arch=").split(",code=")
+        assert code in (arch, arch.replace("compute_", "sm_"))
