@@ -26,6 +26,7 @@ EXPECTED = {
     "numpy-missing.log": ("numpy-missing", "add numpy"),
     "msvc-lnk1161.log": ("msvc-lnk1161", "17.4.3"),
     "nvcc-version-mismatch.log": ("nvcc-version-mismatch", "put the requested toolkit first on PATH"),
+    "unresolved-dependency.log": ("unresolved-dependency", "build the dependency first"),
 }
 
 

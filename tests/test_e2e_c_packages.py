@@ -127,3 +127,36 @@ def _extract(pkg: Path, dest: Path, member: str) -> str:
     if not dest.exists():
         cph.extract(str(pkg), dest_dir=str(dest))
     return (dest / member).read_text()
+
+
+def test_dependencies_come_only_from_the_channels_not_from_earlier_builds(
+    project: Path, libgreet: dict, tmp_path: Path
+) -> None:
+    # Same work dir, but a fresh output channel without libgreet: the build must not quietly use
+    # the libgreet built earlier (rattler-build's scratch output is per build), and the failure
+    # names the cause.
+    code, _, err = condapipe(
+        "build", str(RECIPES / "greet-app"), "--output-dir", str(tmp_path / "empty-channel"), cwd=project
+    )
+    assert code == 1
+    last = err.strip().splitlines()[-1]
+    assert "dependency not found in the channels" in last and "build the dependency first" in last
+
+
+def test_dry_run_prints_the_plan_and_changes_nothing(tmp_path: Path) -> None:
+    code, out, _ = condapipe("build", str(RECIPES / "libgreet"), "--dry-run", "--json", cwd=tmp_path)
+    assert code == 0
+    plan = json.loads(out)
+    assert (plan["engine"], plan["mode"], plan["dry_run"]) == ("rattler-build", "recipe-dir", True)
+    assert "publish into: channel" in plan["actions"]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [("no/such/dir", "no/such/dir: no such directory"), (".", ". holds neither meta.yaml nor recipe.yaml")],
+)
+def test_a_bad_target_is_a_one_line_usage_error(tmp_path: Path, target: str, message: str) -> None:
+    code, out, err = condapipe("build", target, cwd=tmp_path)
+    assert (code, out) == (2, "")
+    assert err == f"error: {message}\n"
