@@ -168,19 +168,27 @@ def _subdirs(channel_dir: Path) -> list[str]:
 
 
 def _stale(channel_dir: Path) -> bool:
-    """True when repodata lists a file whose size changed on disk (a package replaced in place)."""
+    """True when repodata lists a file that changed on disk since it was written.
+
+    A package replaced in place (same file name, new bytes) has a different size or is newer
+    than the repodata that lists it; py-rattler's incremental mode would keep its old sha256.
+    """
     for subdir in _subdirs(channel_dir):
         repodata = channel_dir / subdir / REPODATA
         if not repodata.is_file():
             continue
         try:
+            written = repodata.stat().st_mtime_ns
             data = json.loads(repodata.read_text())
         except (OSError, ValueError):
             return True
         for key in ("packages", "packages.conda"):
             for filename, record in (data.get(key) or {}).items():
-                pkg = channel_dir / subdir / filename
-                if pkg.is_file() and pkg.stat().st_size != record.get("size"):
+                try:
+                    info = (channel_dir / subdir / filename).stat()
+                except OSError:
+                    continue
+                if info.st_size != record.get("size") or info.st_mtime_ns > written:
                     return True
     return False
 

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 import rattler
-from condapipe.channel import index_channel, read_package_info
 from fake_anaconda import make_package
 from fake_anaconda.harness import isolated_env, run_cli, sha256
+
+from condapipe.channel import index_channel, read_package_info
 
 
 @pytest.fixture
@@ -136,6 +137,24 @@ def test_index_notices_a_package_replaced_in_place(out, tmp_path):
     result = index_channel(channel)
     assert result.full
     assert _records(channel, "noarch")[target.name]["sha256"] == sha256(other)
+
+
+def test_index_notices_a_same_size_rebuild_replaced_in_place(tmp_path):
+    first = make_package(tmp_path / "a", "same", "1.0", payload_size=1000)
+    for attempt in range(500):  # random payloads: find a rebuild whose file has exactly the same size
+        second = make_package(tmp_path / f"b{attempt}", "same", "1.0", payload_size=1000)
+        if second.stat().st_size == first.stat().st_size:
+            break
+    assert first.stat().st_size == second.stat().st_size and sha256(first) != sha256(second)
+    channel = tmp_path / "ch"
+    (channel / "noarch").mkdir(parents=True)
+    target = channel / "noarch" / first.name
+    target.write_bytes(first.read_bytes())
+    index_channel(channel)
+    target.write_bytes(second.read_bytes())
+    assert index_channel(channel).full
+    assert _records(channel, "noarch")[target.name]["sha256"] == sha256(second)
+    assert not index_channel(channel).full  # nothing changed since: incremental again
 
 
 def test_dry_run_writes_nothing(out, tmp_path):
