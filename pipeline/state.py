@@ -145,9 +145,9 @@ class StateFile:
             return
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             # Atomic writes make this unlikely; if it happens (edited by hand, other version), start over
-            # but keep the old file for inspection instead of failing the build.
+            # but keep the old file for inspection (set aside at the first save, so a dry run changes
+            # nothing) instead of failing the build.
             aside = self.path.with_name(self.path.name + ".unreadable")
-            os.replace(self.path, aside)
             self.discarded = f"{self.path} was unreadable ({exc}); moved to {aside}, all steps will run"
             self._steps = {}
 
@@ -167,6 +167,9 @@ class StateFile:
             self._save()
 
     def _save(self) -> None:
+        if self.discarded is not None and self.path.exists():
+            os.replace(self.path, self.path.with_name(self.path.name + ".unreadable"))
+            self.discarded = None
         doc = {
             "schema": SCHEMA,
             "updated_at": time.time(),

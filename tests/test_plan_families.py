@@ -1,0 +1,75 @@
+"""`condapipe build pytorch|magma|cuda-smoke --dry-run`: one plan shape for every family.
+
+A dry run shows the plan the real command would run (doctor's findings included) without
+building, downloading or writing anything, so these run in a second each.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from condapipe.cli import main
+
+KINDS = ["render", "build", "fix", "verify", "test", "publish"]
+
+
+def dry_run(tmp_path: Path, *args: str) -> dict:
+    result = CliRunner().invoke(
+        main,
+        [
+            "build",
+            *args,
+            "--dry-run",
+            "--json",
+            "--output-dir",
+            str(tmp_path / "ch"),
+            "--work-dir",
+            str(tmp_path / "w"),
+        ],
+    )
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_pytorch_plans_magma_then_one_chain_per_python_and_cuda(tmp_path: Path) -> None:
+    plan = dry_run(
+        tmp_path, "pytorch", "--version", "2.9.0", "--cuda", "12.8", "--cuda", "13.0", "--python", "3.12"
+    )
+    plan_py = dry_run(
+        tmp_path, "pytorch", "--version", "2.9.0", "--cuda", "13.0", "--python", "3.11", "--python", "3.12"
+    )
+    packages = list(dict.fromkeys(s["id"].split(":", 1)[1] for s in plan["steps"]))
+    assert packages[:2] == ["magma-cuda128-2.6.1", "magma-cuda130-2.6.1"]
+    assert packages[2:] == ["pytorch-2.9.0-py3.12-cuda12.8", "pytorch-2.9.0-py3.12-cuda13.0"]
+    per_python = list(dict.fromkeys(s["id"].split(":", 1)[1] for s in plan_py["steps"]))
+    assert per_python == [
+        "magma-cuda130-2.6.1",
+        "pytorch-2.9.0-py3.11-cuda13.0",
+        "pytorch-2.9.0-py3.12-cuda13.0",
+    ]
+    build = next(s for s in plan_py["steps"] if s["id"] == "build:pytorch-2.9.0-py3.12-cuda13.0")
+    assert build["needs"] == ["render:pytorch-2.9.0-py3.12-cuda13.0", "publish:magma-cuda130-2.6.1"]
+
+
+def test_a_cpu_pytorch_needs_no_magma(tmp_path: Path) -> None:
+    plan = dry_run(tmp_path, "pytorch", "--version", "2.9.0", "--cuda", "cpu", "--python", "3.12")
+    assert [s["kind"] for s in plan["steps"]] == KINDS
+    assert plan["steps"][0]["id"] == "render:pytorch-2.9.0-py3.12-cpu"
+
+
+def test_magma_and_cuda_smoke_use_the_same_steps(tmp_path: Path) -> None:
+    magma = dry_run(tmp_path, "magma", "--cuda", "13.0")
+    smoke = dry_run(tmp_path, "cuda-smoke", "--cuda", "13.0", "--arch", "9.0")
+    assert [s["kind"] for s in magma["steps"]] == [s["kind"] for s in smoke["steps"]] == KINDS
+    verify = next(s for s in magma["steps"] if s["kind"] == "verify")
+    assert verify["inputs"]["archs"] == "8.0;8.6;9.0;10.0;12.0"  # magma's arch list from cuda.yaml
+
+
+def test_a_dry_run_reports_blocking_doctor_findings_without_failing(tmp_path: Path) -> None:
+    plan = dry_run(tmp_path, "pytorch", "--version", "1.8.0", "--cuda", "11.1", "--python", "3.8")
+    assert plan["doctor"]["ok"] is False
+    assert {f["check"] for f in plan["doctor"]["findings"] if f["level"] == "block"} >= {"gcc", "cudnn"}
+    assert not (tmp_path / "w").exists() and not (tmp_path / "ch").exists()
