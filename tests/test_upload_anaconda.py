@@ -8,11 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from condapipe.anaconda_api import AnacondaSite, inspect_for_anaconda
-from condapipe.channel import read_package_info
-from condapipe.tokens import Token
-from condapipe.upload import Mode, RetryPolicy, upload_one
-from condapipe.upload_result import Status
 from fake_anaconda import FakeAnaconda, make_package
 from fake_anaconda.harness import (
     OTHER_TOKEN,
@@ -23,6 +18,12 @@ from fake_anaconda.harness import (
     sha256,
     upload_args,
 )
+
+from condapipe.anaconda_api import AnacondaSite, inspect_for_anaconda
+from condapipe.channel import read_package_info
+from condapipe.tokens import Token
+from condapipe.upload import Mode, RetryPolicy, upload_one
+from condapipe.upload_result import Status
 
 
 @pytest.fixture
@@ -357,3 +358,51 @@ def test_verify_blocks_a_defective_package_unless_no_verify(server, pkgs, tmp_pa
     assert_holds_exactly(server, "myorg", basenames({"m": pkgs["mutex"]}))
     forced = run_cli([*upload_args(server, "myorg", "--no-verify", "--json"), str(broken)], env, tmp_path)
     assert forced.exit_code == 0 and forced.json["files"][0]["status"] == "uploaded"
+
+
+class RecordingProgress:
+    """A Progress that remembers what a progress bar would have shown."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, int, list[int]]] = []
+
+    def start(self, basename: str, size: int):
+        seen: list[int] = []
+        self.events.append((basename, size, seen))
+        return seen.append
+
+    def finish(self, basename: str) -> None:
+        return None
+
+
+def test_progress_counts_the_file_bytes_up_to_its_size(server, tmp_path):
+    big = make_package(tmp_path / "big", "big", "1.0", payload_size=3 << 20)
+    progress = RecordingProgress()
+    site = AnacondaSite(server.url, Token(TOKEN, "test"))
+    meta = inspect_for_anaconda(read_package_info(big))
+    out = upload_one(site, "myorg", meta, (), Mode(), RetryPolicy(), progress=progress)
+    assert out.status is Status.UPLOADED
+    ((basename, size, seen),) = progress.events
+    assert basename == "noarch/big-1.0-0.conda" and size == big.stat().st_size
+    assert seen == sorted(seen) and seen[-1] == size and len(seen) > 3
+
+
+def test_owner_and_site_come_from_the_config_file(server, pkgs, tmp_path):
+    (tmp_path / "condapipe.toml").write_text(f'[upload]\nsite_url = "{server.url}"\nchannel = "myorg"\n')
+    res = run_cli(
+        ["upload", "--no-verify", "--retry-delay", "0", str(pkgs["mutex"])], isolated_env(tmp_path), tmp_path
+    )
+    assert res.exit_code == 0, res.stderr
+    assert_holds_exactly(server, "myorg", basenames({"m": pkgs["mutex"]}))
+
+
+def test_site_flag_beats_the_config_file(server, pkgs, tmp_path):
+    (tmp_path / "condapipe.toml").write_text('[upload]\nsite_url = "http://127.0.0.1:9"\n')
+    res = run_cli(
+        [*upload_args(server, "myorg", "--no-verify"), str(pkgs["mutex"])], isolated_env(tmp_path), tmp_path
+    )
+    assert res.exit_code == 0, res.stderr
+    unreachable = run_cli(
+        ["upload", "--channel", "myorg", "--no-verify", str(pkgs["mutex"])], isolated_env(tmp_path), tmp_path
+    )
+    assert unreachable.exit_code == 3 and "cannot reach http://127.0.0.1:9" in unreachable.stderr
