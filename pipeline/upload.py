@@ -125,6 +125,15 @@ def verify_blockers(packages: Sequence[PackageInfo]) -> dict[Path, str]:
     return blocked
 
 
+def not_attempted(info: PackageInfo, target: str, status: Status, detail: str) -> FileOutcome:
+    """The outcome of a file that was never sent (blocked by verify, unreadable)."""
+    try:
+        sha, size = file_digests(info.path)[0], info.path.stat().st_size
+    except OSError:
+        sha, size = "", 0
+    return FileOutcome(info.path, info.basename, target, status, sha, size, detail)
+
+
 # ---------------------------------------------------------------------------------------------
 # Site URL and token
 
@@ -334,40 +343,22 @@ def upload_to_anaconda(
     outcomes: list[FileOutcome] = []
     for info in packages:
         if info.path in blocked:
-            sha, _ = file_digests(info.path)
-            outcomes.append(
-                FileOutcome(
-                    info.path,
-                    info.basename,
-                    owner,
-                    Status.BLOCKED,
-                    sha,
-                    info.path.stat().st_size,
-                    blocked[info.path],
-                )
-            )
+            outcomes.append(not_attempted(info, owner, Status.BLOCKED, blocked[info.path]))
             continue
         try:
             meta = inspect_for_anaconda(info)
-        except Exception as exc:
-            sha, _ = file_digests(info.path)
             outcomes.append(
-                FileOutcome(
-                    info.path,
-                    info.basename,
-                    owner,
-                    Status.FAILED,
-                    sha,
-                    info.path.stat().st_size,
-                    f"cannot read package metadata: {type(exc).__name__}",
+                upload_one(
+                    site, owner, meta, labels, mode, retry, dry_run=dry_run, progress=progress, sleep=sleep
                 )
             )
-            continue
-        outcomes.append(
-            upload_one(
-                site, owner, meta, labels, mode, retry, dry_run=dry_run, progress=progress, sleep=sleep
+        except OSError as exc:
+            outcomes.append(
+                not_attempted(info, owner, Status.FAILED, f"cannot read {info.path}: {exc.strerror}")
             )
-        )
+        except Exception as exc:
+            detail = f"cannot read package metadata: {type(exc).__name__}"
+            outcomes.append(not_attempted(info, owner, Status.FAILED, detail))
     return outcomes
 
 
@@ -399,18 +390,7 @@ def upload_to_directory(
     outcomes: list[FileOutcome] = []
     for info in packages:
         if info.path in blocked:
-            sha, _ = file_digests(info.path)
-            outcomes.append(
-                FileOutcome(
-                    info.path,
-                    info.basename,
-                    str(channel_dir),
-                    Status.BLOCKED,
-                    sha,
-                    info.path.stat().st_size,
-                    blocked[info.path],
-                )
-            )
+            outcomes.append(not_attempted(info, str(channel_dir), Status.BLOCKED, blocked[info.path]))
         else:
             outcomes.append(by_path[info.path])
     return outcomes, index

@@ -89,6 +89,7 @@ def test_file_goes_to_storage_without_credentials_and_commit_uses_a_fresh_connec
     (commit,) = server.calls("commit")
     assert stage.authorization == commit.authorization == "valid" and stage.scheme == "token"
     assert s3.authorization == "none"
+    assert stage.json_body["channels"] == ["main"]  # no --label: main, said explicitly
     assert s3.s3_fields[-2:] == ["Content-Length", "Content-MD5"]  # form fields, then the file last
     assert commit.client_port != stage.client_port
 

@@ -9,6 +9,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import click
+from rich.markup import escape
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+from rich.table import Table
+
 from condapipe.errors import BuildFailed, UsageError
 from condapipe.output import console, dry_run_option, err_console, json_option, print_json
 from condapipe.tokens import RedactingFilter, Token, resolve_token
@@ -23,9 +27,6 @@ from condapipe.upload import (
     verify_blockers,
 )
 from condapipe.upload_result import FileOutcome
-from rich.markup import escape
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
-from rich.table import Table
 
 _LOGGERS = ("condapipe", "binstar", "urllib3", "requests")
 
@@ -216,7 +217,7 @@ def command(
                     owner,
                     site_url=site,
                     token=token,
-                    labels=labels,
+                    labels=labels or ("main",),
                     mode=mode,
                     retry=RetryPolicy(attempts=retries, base_delay=retry_delay),
                     dry_run=dry_run,
