@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 from click.testing import CliRunner
+
 from condapipe.cli import main
 
 

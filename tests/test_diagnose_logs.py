@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from condapipe.diagnose import _parse_rules, diagnose_file, diagnose_lines, load_rules, summary
 
 LOGS = Path(__file__).parent / "data" / "logs"

@@ -12,9 +12,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from e2e_helpers import build_json, condapipe, install, run_clean
+
 from condapipe.arch import parse_arch_list
 from condapipe.verify import verify_package
-from e2e_helpers import build_json, condapipe, install, run_clean
 
 pytestmark = [
     pytest.mark.slow,

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from conda_package_handling import api as cph
+
 from condapipe.engines import BuildOptions, CondaBuildEngine, engine_for_recipe, get_engine
 from condapipe.engines.conda_build import _conda_build_works
 from condapipe.errors import BuildFailed, UsageError
@@ -157,9 +158,10 @@ def test_a_v1_only_recipe_is_refused_by_conda_build(standin_conda: Path) -> None
 def test_cuda_smoke_builds_from_its_v0_recipe_with_conda_build(standin_conda: Path, tmp_path: Path) -> None:
     """The same spec renders meta.yaml + conda_build_config.yaml that conda build (stand-in) builds
     with the real nvcc: the variant keys reach build.sh and the package has the requested archs."""
+    from e2e_helpers import build_json
+
     from condapipe.arch import parse_arch_list
     from condapipe.verify import verify_package
-    from e2e_helpers import build_json
 
     result = build_json(
         "cuda-smoke", "--cuda", "13.0", "--arch", "8.0;9.0+PTX", "--engine", "conda-build", cwd=tmp_path

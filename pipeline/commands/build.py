@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.table import Table
+
 from condapipe.engines import ENGINE_NAMES, BuildOptions, engine_for_recipe, recipe_formats
 from condapipe.engines.base import PACKAGE_FORMATS
 from condapipe.errors import UsageError
 from condapipe.output import console, dry_run_option, err_console, json_option, print_json
 from condapipe.spec_options import cli_settings, spec_from_cli, spec_options
-from rich.table import Table
 
 # Spec flags that mean something for a recipe directory; the rest describe a family build.
 _DIR_FLAGS = ("python", "platform", "env")

@@ -12,9 +12,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import TextIO
 
-from condapipe.output import err_console
 from rich.console import Console
 from rich.text import Text
+
+from condapipe.output import err_console
 
 # Terminal control sequences (colours, cursor moves) are kept off the log file.
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
