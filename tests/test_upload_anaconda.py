@@ -290,6 +290,16 @@ def test_backoff_doubles_between_attempts(server, pkgs):
     assert waits == [0.5, 1.0, 2.0]
 
 
+def test_a_hung_api_call_times_out_and_is_retried(server, pkgs):
+    server.hang_seconds = 1.5
+    server.inject("stage", "hang")
+    site = AnacondaSite(server.url, Token(TOKEN, "test"), timeout=0.3)
+    meta = inspect_for_anaconda(read_package_info(pkgs["mutex"]))
+    out = upload_one(site, "myorg", meta, (), Mode(), RetryPolicy(attempts=3, base_delay=0.01))
+    assert out.status is Status.UPLOADED and out.attempts == 2
+    assert_holds_exactly(server, "myorg", basenames({"m": pkgs["mutex"]}))
+
+
 def test_dry_run_says_what_would_happen_and_writes_nothing(server, pkgs, rebuilt, tmp_path):
     env = isolated_env(tmp_path)
     run_cli([*upload_args(server, "myorg", "--no-verify"), str(pkgs["mutex"])], env, tmp_path)

@@ -20,6 +20,7 @@ import shutil
 import socket
 import tempfile
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -39,7 +40,7 @@ class Fault:
     kinds: 500, 503, drop (close the connection without answering; at s3 after half the body),
            409 (stage), bad_digest (s3), 402 (commit), lost_reply (do the work, then drop the
            connection instead of answering), echo_auth (500 whose body repeats the Authorization
-           header, like a careless proxy)
+           header, like a careless proxy), hang (answer after `hang_seconds`)
     """
 
     step: str
@@ -108,6 +109,7 @@ class FakeAnaconda:
         self.tokens = dict(tokens or {})  # token -> login
         self.orgs = {k: set(v) for k, v in (orgs or {}).items()}  # org -> member logins
         self.quota_bytes = quota_bytes
+        self.hang_seconds = 2.0
         self.packages: dict[tuple[str, str], dict] = {}
         self.releases: dict[tuple[str, str, str], dict] = {}
         self.dists: dict[tuple[str, str, str, str], Dist] = {}
@@ -122,8 +124,7 @@ class FakeAnaconda:
 
     def start(self) -> FakeAnaconda:
         handler = type("Handler", (_Handler,), {"app": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _QuietServer(("127.0.0.1", 0), handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
         return self
@@ -206,6 +207,15 @@ class FakeAnaconda:
         }
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """Clients that gave up (timeouts, dropped uploads) make writes fail: expected, not noise."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        return
+
+
 class _Drop(Exception):
     """Close the connection without an answer."""
 
@@ -282,6 +292,8 @@ class _Handler(BaseHTTPRequestHandler):
         if kind == "drop":
             self._json_drain()
             self._drop()
+        if kind == "hang":  # answer normally, but only after the client's timeout has passed
+            time.sleep(self.app.hang_seconds)
         return None
 
     def _json_drain(self) -> None:
