@@ -75,16 +75,22 @@ def load_rules() -> tuple[Rule, ...]:
     return _parse_rules(resources.files("condapipe.data").joinpath("diagnoses.yaml").read_text("utf-8"))
 
 
+def _combined(rules: tuple[Rule, ...]) -> re.Pattern[str]:
+    """One alternation of every pattern: a single regex scan per line instead of one per pattern."""
+    return re.compile("|".join(f"(?:{p.pattern})" for rule in rules for p in rule.patterns))
+
+
 def diagnose_lines(lines: Iterable[str], rules: tuple[Rule, ...] | None = None) -> list[Diagnosis]:
     """Every rule that matches some line, in rule priority order (the first is the likeliest cause)."""
     rules = load_rules() if rules is None else rules
+    any_rule = _combined(rules) if rules else None
     found: dict[str, Diagnosis] = {}
     for line_no, raw in enumerate(lines, start=1):
+        if any_rule is None or not any_rule.search(raw):
+            continue
         line = raw.rstrip("\n")
         for rule in rules:
-            if rule.id in found:
-                continue
-            if any(p.search(line) for p in rule.patterns):
+            if rule.id not in found and any(p.search(line) for p in rule.patterns):
                 found[rule.id] = Diagnosis(rule.id, rule.title, rule.cause, rule.fix, line_no, line.strip())
         if len(found) == len(rules):
             break
