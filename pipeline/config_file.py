@@ -17,6 +17,7 @@ Layout (all keys optional)::
     platform = "linux-64"
     blas = "mkl"
     source = "../pytorch"          # relative to the config file
+    jetson = "orin"                # NVIDIA Jetson board profile (condapipe.jetson)
     [env]                          # extra build environment
     USE_FLASH_ATTENTION = "0"
     [packages.magma]               # overrides for one package
@@ -54,6 +55,7 @@ SPEC_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "platform": ((str,), "a string"),
     "blas": ((str,), "a string"),
     "source": ((str,), "a string"),
+    "jetson": ((str,), "a string"),
     "env": ((dict,), "a table"),
 }
 TABLE_KEYS = ("packages", "upload")

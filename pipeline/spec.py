@@ -22,11 +22,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+from ruamel.yaml import YAML
+
 from condapipe import tables
 from condapipe.arch import ArchList, parse_arch_list
 from condapipe.errors import UsageError
-from packaging.version import InvalidVersion, Version
-from ruamel.yaml import YAML
 
 CPU = "cpu"
 PLATFORMS = ("linux-64", "linux-aarch64")
@@ -103,6 +104,9 @@ class BuildSpec:
     extra_env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     # Things the user should know but that do not stop the build (CLI prints them).
     warnings: tuple[str, ...] = field(default_factory=tuple, compare=False)
+    # --jetson BOARD: the build targets that board with the CUDA/cuDNN of its JetPack
+    # (condapipe.jetson, data/jetson.yaml); None for every other build.
+    jetson: str | None = None
 
     @property
     def cudas(self) -> tuple[str, ...]:
@@ -120,6 +124,7 @@ class BuildSpec:
             "source": self.source.to_dict(),
             "extra_env": dict(self.extra_env),
             "warnings": list(self.warnings),
+            "jetson": self.jetson,
         }
 
 
@@ -284,6 +289,15 @@ def build_spec(
     """
     rules = family_rules(package)
     warnings: list[str] = []
+    jetson = None
+    if settings.get("jetson"):
+        from condapipe import jetson as jetson_profiles
+
+        if package in jetson_profiles.families() or "jetson" in from_cli:
+            settings, profile = jetson_profiles.apply_profile(
+                package, settings, pytorch_versioned=rules.version == "pytorch"
+            )
+            jetson = profile.board
 
     # --- CUDA axis
     cudas = _unique([tables.normalize_cuda(c) for c in _as_list(settings.get("cuda"))])
@@ -354,6 +368,7 @@ def build_spec(
         source=source,
         extra_env=extra_env,
         warnings=tuple(warnings),
+        jetson=jetson,
     )
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+
 from condapipe.config_file import load_config, spec_settings
 from condapipe.errors import UsageError
 from condapipe.spec import BuildSpec, build_spec
@@ -31,6 +32,7 @@ PARAM_KEYS: dict[str, str] = {
     "blas": "blas",
     "source": "source",
     "env": "env",
+    "jetson": "jetson",
 }
 
 _OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
@@ -46,6 +48,14 @@ _OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--platform", "platform"), {"help": "linux-64 (default) or linux-aarch64."}),
     (("--blas", "blas"), {"help": "mkl (default on linux-64) or openblas."}),
     (("--source", "source"), {"help": "Local checkout DIR, tarball URL or git+URL@REV (default: upstream)."}),
+    (
+        ("--jetson", "jetson"),
+        {
+            "metavar": "BOARD",
+            "help": "NVIDIA Jetson board (nano, tx2, xavier, orin): linux-aarch64 with its JetPack's "
+            "CUDA/cuDNN and arch, OpenBLAS, no NCCL, no magma.",
+        },
+    ),
     (("--env", "env"), {"multiple": True, "metavar": "NAME=VALUE", "help": "Extra build env; repeatable."}),
     (
         ("--config", "config"),
@@ -56,7 +66,7 @@ _OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
 
 def spec_options(func: F) -> F:
     """Add the spec flags (--version --build-number --python --cuda --cudnn --arch --platform
-    --blas --source --env --config) to a click command."""
+    --blas --source --jetson --env --config) to a click command."""
     for decls, attrs in reversed(_OPTIONS):
         func = click.option(*decls, default=None if not attrs.get("multiple") else (), **attrs)(func)
     return func

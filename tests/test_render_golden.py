@@ -14,8 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from condapipe import tables
 from render_helpers import recipe_files, run_cli
+
+from condapipe import tables
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -32,6 +33,10 @@ CASES: dict[str, tuple[str, ...]] = {
         "pytorch", "--version", "2.4.1", "--python", "3.8", "--python", "3.10",
         "--cuda", "11.8", "--cuda", "12.4", "--cuda", "cpu",
     ),
+    # Jetson: linux-aarch64 rendered on x86_64, OpenBLAS, USE_NCCL=0, no magma, JetPack's cuDNN;
+    # TX2 on JetPack 4.6 (1.x, CUDA 10.2) also gets the CUDA_NUM_THREADS 512 patch.
+    "pytorch-1.10.0-jetson-tx2": ("pytorch", "--jetson", "tx2"),
+    "pytorch-2.5.0-jetson-orin": ("pytorch", "--jetson", "orin"),
     "magma-cuda110": ("magma", "--cuda", "11.0"),
     "magma-cuda118": ("magma", "--cuda", "11.8"),
     "magma-cuda128": ("magma", "--cuda", "12.8"),

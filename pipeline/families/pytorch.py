@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
 from condapipe import tables
 from condapipe.families._common import (
     common_value,
@@ -32,8 +35,6 @@ from condapipe.recipe_model import (
     When,
 )
 from condapipe.spec import BuildSpec, CudaVariant
-from packaging.specifiers import SpecifierSet
-from packaging.version import Version
 
 NONE = "none"  # placeholder value of CUDA-only variant keys in the CPU variant
 
@@ -82,6 +83,40 @@ def _variant_row(spec: BuildSpec, series: tables.PytorchInfo, variant: CudaVaria
         "magma_package": info.magma.package,
         "cuda_run_constraint": str(info.run_constraint),
     }
+
+
+def _platform_rows(spec: BuildSpec, rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Adapt the variant rows to the target: no magma key where magma has no packages, and for
+    a Jetson board its name in the build tag, JetPack's dynamic cuDNN and no CUDA run package
+    (JetPack installs the toolkit on the board; conda has none for Tegra)."""
+    drop = set()
+    if not has_magma(spec):
+        drop.add("magma_package")
+    if spec.jetson:
+        drop.add("cuda_run_constraint")
+    out = []
+    for row in rows:
+        row = {k: v for k, v in row.items() if k not in drop}
+        if spec.jetson and row["cuda_version"] != "cpu":
+            row["build_tag"] = f"{row['build_tag']}_{spec.jetson}"
+            row["use_static_cudnn"] = "0"
+        out.append(row)
+    return out
+
+
+def has_magma(spec: BuildSpec, family: str = "pytorch") -> bool:
+    """Whether the target platform has magma-cudaXY packages (CUDA variants then link magma)."""
+    return spec.platform in family_data(family).get("magma_platforms", [])
+
+
+def missing_dso_allowlist(spec: BuildSpec, data: dict) -> tuple[str, ...]:
+    """The family's allowlist, plus JetPack's libraries for a Jetson board."""
+    extra: tuple[str, ...] = ()
+    if spec.jetson:
+        from condapipe.jetson import profile
+
+        extra = profile(spec.jetson, spec.cudas[0]).system_libraries
+    return tuple(data["missing_dso_allowlist"]) + extra
 
 
 def _match_spec(name: str, pin: str) -> str:
@@ -138,7 +173,7 @@ def _requirements(spec: BuildSpec, series: tables.PytorchInfo, rows: list[dict[s
     blas_host = _pinned("mkl", series, spec.pythons) if spec.blas == "mkl" else []
     blas_host += [Dep(name) for name in blas["host"]]
     host += [_on_platforms(d, blas.get("platforms", ())) for d in blas_host]
-    if cuda_values:
+    if cuda_values and has_magma(spec):
         host.append(Dep("{{ magma_package }}", on_cuda))
 
     run: list[Dep] = [Dep("python")]
@@ -149,7 +184,7 @@ def _requirements(spec: BuildSpec, series: tables.PytorchInfo, rows: list[dict[s
         if when is not None:
             platforms = blas.get("platforms", ()) if dep.blas is not None else ()
             run.append(_on_platforms(Dep(dep.spec, when), platforms))
-    if cuda_values:
+    if cuda_values and not spec.jetson:
         run.append(Dep("{{ cuda_run_constraint }}", on_cuda))
 
     # Mutex scheme of builder#823: every build depends on its pytorch-mutex variant; a CPU build
@@ -188,13 +223,15 @@ def build_model(spec: BuildSpec) -> RecipeModel:
     """The recipe of one pytorch spec (all its Pythons and CUDA variants)."""
     data = family_data("pytorch")
     series = tables.pytorch_info(spec.version)
-    rows = [_variant_row(spec, series, v) for v in spec.cuda_variants]
+    rows = _platform_rows(spec, [_variant_row(spec, series, v) for v in spec.cuda_variants])
     catalog = select_catalog(spec, "pytorch", {c: spec.version for c in spec.cudas})
 
     # Later sources win: family constants < patch catalog < the spec's env (which already holds
-    # the series' required env from pytorch.yaml, overridable by --env).
+    # the series' required env from pytorch.yaml and a Jetson profile's, overridable by --env).
     env: dict[str, str] = dict(data["constant_env"])
     env["BLAS"] = data["blas"][spec.blas]["setting"]
+    if not has_magma(spec) and any(not v.is_cpu for v in spec.cuda_variants):
+        env["USE_MAGMA"] = "0"
     env.update(catalog.env)
     env.update(spec.extra_env)
 
@@ -204,6 +241,7 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         static_nccl=series.static_nccl,
         env_by_cuda=catalog.env_by_cuda,
         build_command=_build_command(series.build_command),
+        system_cudnn=bool(spec.jetson),
     )
     has_cpu = "cpu" in spec.cudas
     down = None
@@ -231,6 +269,6 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         ),
         variants=variant_matrix(spec.pythons, rows),
         detect_binary_prefix=False,
-        missing_dso_allowlist=tuple(data["missing_dso_allowlist"]),
+        missing_dso_allowlist=missing_dso_allowlist(spec, data),
         down_prioritize=down,
     )
