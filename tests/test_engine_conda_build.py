@@ -21,7 +21,7 @@ import pytest
 from conda_package_handling import api as cph
 
 from condapipe.engines import BuildOptions, CondaBuildEngine, engine_for_recipe, get_engine
-from condapipe.engines.conda_build import _conda_build_works
+from condapipe.engines.conda_build import _works
 from condapipe.errors import BuildFailed, UsageError
 
 HERE = Path(__file__).parent
@@ -35,9 +35,9 @@ def standin_conda(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     argv_log = tmp_path / "conda-argv.jsonl"
     monkeypatch.setenv("PATH", f"{STANDINS}:{os.environ['PATH']}")
     monkeypatch.setenv("CONDA_STANDIN_ARGV_LOG", str(argv_log))
-    _conda_build_works.cache_clear()
+    _works.cache_clear()
     yield argv_log
-    _conda_build_works.cache_clear()
+    _works.cache_clear()
 
 
 def calls(argv_log: Path) -> list[list[str]]:
@@ -173,3 +173,25 @@ def test_cuda_smoke_builds_from_its_v0_recipe_with_conda_build(standin_conda: Pa
     assert report.to_dict()["fatbins"]["lib/libcuda_smoke.so"]["sass"] == ["sm_80", "sm_90"]
     (build,) = [c for c in calls(standin_conda) if c[:1] == ["build"] and "--output" not in c and len(c) > 2]
     assert build[build.index("-m") + 1].endswith("conda_build_config.yaml")
+
+
+def test_a_standalone_conda_build_executable_is_used_when_conda_is_not_on_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if shutil.which("conda"):
+        pytest.skip("a real conda is on PATH")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "conda-build").symlink_to(STANDINS / "conda")
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("CONDA_STANDIN_ARGV_LOG", str(tmp_path / "argv.jsonl"))
+    _works.cache_clear()
+    try:
+        engine, _ = engine_for_recipe(RECIPES / "hello-v0")
+        result = engine.build(RECIPES / "hello-v0", options(tmp_path))
+    finally:
+        _works.cache_clear()
+    assert engine.name == "conda-build"
+    assert result.log_path.read_text().splitlines()[0].startswith(f"condapipe: {bin_dir / 'conda-build'} ")
+    (pkg,) = result.packages
+    assert pkg.is_file()

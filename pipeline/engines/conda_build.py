@@ -23,21 +23,24 @@ PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
 
 
 @lru_cache(maxsize=8)
-def _conda_build_works(conda: str) -> bool:
+def _works(command: tuple[str, ...]) -> bool:
     try:
         proc = subprocess.run(
-            [conda, "build", "--version"], capture_output=True, text=True, timeout=120, check=False
+            [*command, "--version"], capture_output=True, text=True, timeout=120, check=False
         )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return proc.returncode == 0
 
 
-def find_conda() -> str | None:
-    """The `conda` executable that has the `build` subcommand, or None."""
+def find_conda_build() -> tuple[str, ...] | None:
+    """The command that runs conda-build: `conda build`, else the standalone `conda-build`."""
     conda = shutil.which("conda")
-    if conda and _conda_build_works(conda):
-        return conda
+    if conda and _works((conda, "build")):
+        return (conda, "build")
+    standalone = shutil.which("conda-build")
+    if standalone and _works((standalone,)):
+        return (standalone,)
     return None
 
 
@@ -48,13 +51,15 @@ class CondaBuildEngine:
     recipe_file = V0_RECIPE
 
     def available(self) -> bool:
-        return find_conda() is not None
+        return find_conda_build() is not None
 
-    def argv(self, conda: str, recipe_dir: Path, options: BuildOptions, *, output: bool = False) -> list[str]:
+    def argv(
+        self, command: tuple[str, ...], recipe_dir: Path, options: BuildOptions, *, output: bool = False
+    ) -> list[str]:
         """The exact `conda build` command line for this recipe and these options."""
         if options.package_format == "tar.bz2" and options.compression_level is not None:
             raise UsageError("conda-build has no bzip2 compression level option; drop --compression-level")
-        args = [conda, "build", str(recipe_dir)]
+        args = [*command, str(recipe_dir)]
         if output:
             args.append("--output")
         args += ["--output-folder", str(options.output_dir.resolve())]
@@ -78,13 +83,15 @@ class CondaBuildEngine:
         return args
 
     def describe(self, recipe_dir: Path, options: BuildOptions) -> list[str]:
-        conda = find_conda() or "conda"
-        return [" ".join(self.argv(conda, recipe_dir, options))]
+        command = find_conda_build() or ("conda", "build")
+        return [" ".join(self.argv(command, recipe_dir, options))]
 
-    def expected_packages(self, conda: str, recipe_dir: Path, options: BuildOptions) -> list[Path]:
+    def expected_packages(
+        self, command: tuple[str, ...], recipe_dir: Path, options: BuildOptions
+    ) -> list[Path]:
         """Ask conda-build where the packages will land (`conda build --output`)."""
         proc = subprocess.run(
-            self.argv(conda, recipe_dir, options, output=True),
+            self.argv(command, recipe_dir, options, output=True),
             capture_output=True,
             text=True,
             check=False,
@@ -101,8 +108,8 @@ class CondaBuildEngine:
     def build(self, recipe_dir: Path, options: BuildOptions) -> EngineResult:
         if not (recipe_dir / V0_RECIPE).is_file():
             raise UsageError(f"{recipe_dir} has no {V0_RECIPE}; conda-build builds v0 recipes")
-        conda = find_conda()
-        if conda is None:
+        command = find_conda_build()
+        if command is None:
             raise EnvironmentProblem(
                 "conda-build is not installed",
                 fix="`conda install conda-build`, or use --engine rattler-build",
@@ -110,10 +117,10 @@ class CondaBuildEngine:
         from condapipe.engines.rattler_build import ensure_channel
 
         ensure_channel(options.output_dir)
-        expected = self.expected_packages(conda, recipe_dir, options)
+        expected = self.expected_packages(command, recipe_dir, options)
         log_path = log_file_for(options, recipe_dir.resolve().name, self.name)
         started = time.monotonic()
-        argv = self.argv(conda, recipe_dir, options)
+        argv = self.argv(command, recipe_dir, options)
         with BuildLog(log_path) as log:
             log.write("condapipe: " + " ".join(argv))
             code = stream_process(argv, log, env={**os.environ, **dict(options.env)})
