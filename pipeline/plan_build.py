@@ -21,11 +21,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ruamel.yaml import YAML
+
 from condapipe.errors import UsageError
 from condapipe.plan import Plan, Step
 from condapipe.spec import BuildSpec, CudaVariant, Source
 from condapipe.state import STATE_FILE, StateFile
-from ruamel.yaml import YAML
 
 PACKAGE_ROOT = Path(__file__).resolve().parent
 
@@ -234,11 +235,24 @@ def _label(spec: BuildSpec) -> str:
     return "-".join(p for p in parts if p)
 
 
+def _uses_prerequisite(spec: BuildSpec, family: str) -> bool:
+    """Whether this spec's recipe needs the prerequisite (pytorch for Jetson boards has no magma).
+
+    The family module decides through `has_<prerequisite>(spec)` when it defines one.
+    """
+    from condapipe.families import family_for
+
+    check = getattr(family_for(spec.package), f"has_{family.replace('-', '_')}", None)
+    return bool(check(spec)) if callable(check) else True
+
+
 def family_jobs(spec: BuildSpec) -> list[Job]:
     """Prerequisite jobs (once per CUDA) then one job per variant of `spec`."""
     jobs: list[Job] = []
     prereq_labels: dict[str, list[str]] = {}
     for family in _plan_data().get("prerequisites", {}).get(spec.package, []):
+        if not _uses_prerequisite(spec, family):
+            continue
         for variant in spec.cuda_variants:
             if variant.is_cpu:
                 continue

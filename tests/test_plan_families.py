@@ -60,6 +60,12 @@ def test_a_cpu_pytorch_needs_no_magma(tmp_path: Path) -> None:
     assert plan["steps"][0]["id"] == "render:pytorch-2.9.0-py3.12-cpu"
 
 
+def test_a_jetson_pytorch_has_no_magma_to_build(tmp_path: Path) -> None:
+    plan = dry_run(tmp_path, "pytorch", "--version", "2.5.0", "--jetson", "orin", "--python", "3.10")
+    assert [s["kind"] for s in plan["steps"]] == KINDS
+    assert not [s for s in plan["steps"] if "magma" in s["id"]]
+
+
 def test_magma_and_cuda_smoke_use_the_same_steps(tmp_path: Path) -> None:
     magma = dry_run(tmp_path, "magma", "--cuda", "13.0")
     smoke = dry_run(tmp_path, "cuda-smoke", "--cuda", "13.0", "--arch", "9.0")
