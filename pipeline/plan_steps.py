@@ -144,6 +144,7 @@ def verify_action(fix_step: str, archs: ArchList | None) -> Action:
 def test_action(fix_step: str, options: PlanOptions) -> Action:
     def run(ctx: StepContext) -> StepOutcome:
         import rattler_build
+
         from condapipe.engines.rattler_build import ensure_channel
 
         ensure_channel(options.output_dir)  # an unindexed local channel makes rattler-build's test fail
@@ -174,20 +175,32 @@ def test_action(fix_step: str, options: PlanOptions) -> Action:
 
 def publish_action(fix_step: str, options: PlanOptions) -> Action:
     def run(ctx: StepContext) -> StepOutcome:
-        from condapipe.channel import atomic_copy, channel_lock, index_channel, read_package_info
+        from condapipe.channel import (
+            atomic_copy,
+            channel_lock,
+            file_digests,
+            index_channel,
+            read_package_info,
+        )
 
         published: list[Path] = []
+        replaced = False
         channel = options.output_dir
         with channel_lock(channel):
             remove_stale_temp(channel)
             for pkg in _packages(ctx, fix_step):
                 info = read_package_info(pkg)
                 dest = channel / info.subdir / pkg.name
-                atomic_copy(pkg, dest)  # hidden temp name in the subdir, fsync, rename
-                ctx.log.write(f"published {dest}")
+                if dest.exists() and file_digests(dest)[0] == file_digests(pkg)[0]:
+                    ctx.log.write(f"already in the channel: {dest}")  # e.g. copied before a kill
+                else:
+                    replaced = replaced or dest.exists()  # a rebuild under the same file name
+                    atomic_copy(pkg, dest)  # hidden temp name in the subdir, fsync, rename
+                    ctx.log.write(f"published {dest}")
                 published.append(dest)
                 pause_point(f"publish:copied:{ctx.step.id}")
-        index = index_channel(channel)
+        # A replaced file must be re-hashed: an incremental index could keep its old sha256.
+        index = index_channel(channel, force=replaced)
         ctx.log.write(f"indexed {channel}: {index.subdirs}")
         return StepOutcome(files=tuple(published), data={"channel": str(channel.resolve())})
 

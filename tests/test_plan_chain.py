@@ -13,11 +13,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from e2e_helpers import install, run_clean
+from plan_helpers import channel_problems
+
 from condapipe.plan import describe, run_plan
 from condapipe.plan_build import PlanOptions, make_family_plan, make_recipe_plan
 from condapipe.spec_options import spec_from_cli
-from e2e_helpers import install, run_clean
-from plan_helpers import channel_problems
 
 pytestmark = [
     pytest.mark.slow,
@@ -110,6 +111,14 @@ def test_editing_the_app_source_rebuilds_the_app_but_not_the_library(tmp_path: P
     result = run_plan(plan)
     ran = [r.step.id for r in result.results if r.status == "ran"]
     assert ran == [f"{k}:cusmoke-app" for k in KINDS]
+    # Same file name, new contents: the channel's repodata describes (and installs) the new file.
+    assert channel_problems(tmp_path / "channel") == []
+    prefix = tmp_path / "env"
+    install(tmp_path / "channel", ["cusmoke-app"], prefix, tmp_path / "cache")
+    assert (
+        run_clean([prefix / "bin" / "cusmoke-app", "--version"]).stdout
+        == "cusmoke-app 0.2.0 [cusmoke 0.1.0]\n"
+    )
 
 
 @pytest.fixture(scope="module")
