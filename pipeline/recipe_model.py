@@ -125,6 +125,8 @@ class Tests:
     imports: tuple[str, ...] = ()
     commands: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
+    # Paths inside the recipe dir (extra files) copied into the test's working directory.
+    files: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

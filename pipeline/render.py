@@ -87,6 +87,10 @@ def plan_files(model: RecipeModel) -> dict[str, bytes]:
     for extra in model.extra_files:
         data = extra.text.encode() if extra.text is not None else _read(extra.origin)
         _add(files, extra.name, data)
+    for wanted in model.tests.files:
+        prefix = wanted.rstrip("/") + "/"
+        if not any(name == wanted or name.startswith(prefix) for name in files):
+            raise UsageError(f"recipe model: test file {wanted!r} is not a file of the recipe")
     marker = {"package": model.name, "version": model.version, "files": sorted(files)}
     files[MARKER] = (json.dumps(marker, indent=2, sort_keys=True) + "\n").encode()
     return files

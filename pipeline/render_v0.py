@@ -97,6 +97,9 @@ def meta_yaml(model: RecipeModel) -> str:
         if tests.requires:
             lines.append("  requires:")
             lines += [f"    - {scalar(r)}" for r in tests.requires]
+        if tests.files:
+            lines.append("  files:")
+            lines += [f"    - {scalar(f)}" for f in tests.files]
         if tests.imports:
             lines.append("  imports:")
             lines += [f"    - {scalar(i)}" for i in tests.imports]

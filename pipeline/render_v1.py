@@ -78,6 +78,8 @@ def _tests(model: RecipeModel) -> list[dict[str, Any]]:
         script: dict[str, Any] = {"script": [jinja_v1(c) for c in model.tests.commands]}
         if model.tests.requires:
             script["requirements"] = {"run": [jinja_v1(r) for r in model.tests.requires]}
+        if model.tests.files:
+            script["files"] = {"recipe": list(model.tests.files)}
         tests.append(script)
     return tests
 

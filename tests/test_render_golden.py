@@ -37,6 +37,9 @@ CASES: dict[str, tuple[str, ...]] = {
     # TX2 on JetPack 4.6 (1.x, CUDA 10.2) also gets the CUDA_NUM_THREADS 512 patch.
     "pytorch-1.10.0-jetson-tx2": ("pytorch", "--jetson", "tx2"),
     "pytorch-2.5.0-jetson-orin": ("pytorch", "--jetson", "orin"),
+    # libtorch: PyTorch's CMake build without Python (no Python axis), magma on linux-64 only.
+    "libtorch-2.4.1-cuda12.4": ("libtorch", "--version", "2.4.1", "--cuda", "12.4"),
+    "libtorch-2.5.0-jetson-orin": ("libtorch", "--jetson", "orin"),
     "magma-cuda110": ("magma", "--cuda", "11.0"),
     "magma-cuda118": ("magma", "--cuda", "11.8"),
     "magma-cuda128": ("magma", "--cuda", "12.8"),

@@ -50,7 +50,7 @@ ARCH_CHECK = (
 )
 
 
-def _variant_row(spec: BuildSpec, series: tables.PytorchInfo, variant: CudaVariant) -> dict[str, str]:
+def variant_row(spec: BuildSpec, series: tables.PytorchInfo, variant: CudaVariant) -> dict[str, str]:
     """The zipped variant keys of one CUDA variant (CUDA-only keys are NONE for cpu)."""
     if variant.is_cpu or variant.archs is None:
         return {
@@ -85,7 +85,7 @@ def _variant_row(spec: BuildSpec, series: tables.PytorchInfo, variant: CudaVaria
     }
 
 
-def _platform_rows(spec: BuildSpec, rows: list[dict[str, str]]) -> list[dict[str, str]]:
+def platform_rows(spec: BuildSpec, rows: list[dict[str, str]]) -> list[dict[str, str]]:
     """Adapt the variant rows to the target: no magma key where magma has no packages, and for
     a Jetson board its name in the build tag, JetPack's dynamic cuDNN and no CUDA run package
     (JetPack installs the toolkit on the board; conda has none for Tegra)."""
@@ -205,7 +205,7 @@ def _requirements(spec: BuildSpec, series: tables.PytorchInfo, rows: list[dict[s
     )
 
 
-def _source(spec: BuildSpec, data: dict) -> SourceRef:
+def source_ref(spec: BuildSpec, data: dict) -> SourceRef:
     src = spec.source
     if src.kind == "path":
         return SourceRef(path=src.path)
@@ -223,7 +223,7 @@ def build_model(spec: BuildSpec) -> RecipeModel:
     """The recipe of one pytorch spec (all its Pythons and CUDA variants)."""
     data = family_data("pytorch")
     series = tables.pytorch_info(spec.version)
-    rows = _platform_rows(spec, [_variant_row(spec, series, v) for v in spec.cuda_variants])
+    rows = platform_rows(spec, [variant_row(spec, series, v) for v in spec.cuda_variants])
     catalog = select_catalog(spec, "pytorch", {c: spec.version for c in spec.cudas})
 
     # Later sources win: family constants < patch catalog < the spec's env (which already holds
@@ -256,7 +256,7 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         version=spec.version,
         build_number=spec.build_number,
         build_string=f"py{{{{ python }}}}_{tag or '{{ build_tag }}'}_{spec.build_number}",
-        source=SourceRef(**{**_source(spec, data).__dict__, "patches": catalog.patches}),
+        source=SourceRef(**{**source_ref(spec, data).__dict__, "patches": catalog.patches}),
         script=Script(env=tuple(env.items()), body=body, passthrough=tuple(data["passthrough"])),
         requirements=_requirements(spec, series, rows),
         tests=Tests(imports=("torch",), commands=tuple(tests)),

@@ -1,0 +1,155 @@
+"""The libtorch family: PyTorch's C++ library as a conda package, built with CMake + Ninja.
+
+C++ users want libtorch (shared libraries, headers, share/cmake/Torch for find_package(Torch))
+without a Python; today they unpack a zip from pytorch.org. This family builds it from the same
+upstream source, per-version tables and patch catalog as the pytorch family (a libtorch build
+is pytorch's CMake project with BUILD_PYTHON=OFF), so a CUDA/arch/cuDNN/Jetson choice means the
+same thing for both. There is no Python axis: one package per CUDA variant.
+
+The package test configures, builds and runs a tiny CMake project (recipes/libtorch/cmake_test)
+that uses find_package(Torch), which is how C++ users consume it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from condapipe import tables
+from condapipe.families import pytorch
+from condapipe.families._common import (
+    common_value,
+    family_data,
+    render_template,
+    select_catalog,
+    variant_matrix,
+)
+from condapipe.families.pytorch import (
+    missing_dso_allowlist,
+    platform_rows,
+    source_ref,
+    variant_row,
+)
+from condapipe.recipe_model import (
+    ALWAYS,
+    About,
+    Dep,
+    ExtraFile,
+    RecipeModel,
+    Requirements,
+    Script,
+    SourceRef,
+    Tests,
+    When,
+)
+from condapipe.spec import BuildSpec
+
+FAMILY = "libtorch"
+# The variant keys the libtorch recipe uses (pytorch's rows carry more: the Python-side mutex,
+# the arch names its import test checks).
+KEYS = (
+    "cuda_version",
+    "cudnn_version",
+    "build_tag",
+    "torch_cuda_arch_list",
+    "torch_nvcc_flags",
+    "build_split_cuda",
+    "use_static_cudnn",
+    "magma_package",
+    "cuda_run_constraint",
+)
+
+TEST_COMMANDS = (
+    'test -f "${PREFIX}/share/cmake/Torch/TorchConfig.cmake"',
+    'cmake -S cmake_test -B cmake_test/build -G Ninja -DCMAKE_PREFIX_PATH="${PREFIX}"',
+    "cmake --build cmake_test/build",
+    "./cmake_test/build/torch_smoke",
+)
+
+
+def recipe_dir() -> Path:
+    """recipes/libtorch of the installed condapipe (templates and the package test project)."""
+    from importlib import resources
+
+    return Path(str(resources.files("condapipe.recipes").joinpath(FAMILY)))
+
+
+def has_magma(spec: BuildSpec) -> bool:
+    """Whether CUDA variants link magma on the target platform (the plan builds it first then)."""
+    return pytorch.has_magma(spec, FAMILY)
+
+
+def _on(platforms: list[str] | tuple[str, ...], when: When) -> When:
+    return When(platforms=tuple(platforms), python=when.python, cuda=when.cuda) if platforms else when
+
+
+def _requirements(spec: BuildSpec, rows: list[dict[str, str]], data: dict) -> Requirements:
+    blas = data["blas"][spec.blas]
+    cuda_values = tuple(r["cuda_version"] for r in rows if r["cuda_version"] != "cpu")
+    has_cpu = any(r["cuda_version"] == "cpu" for r in rows)
+    on_cuda = When(cuda=cuda_values) if has_cpu else ALWAYS
+    host = [Dep(name, _on(blas.get("platforms", ()), ALWAYS)) for name in blas["host"]]
+    if cuda_values and has_magma(spec):
+        host.append(Dep("{{ magma_package }}", on_cuda))
+    run = [Dep(name, _on(blas.get("platforms", ()), ALWAYS)) for name in blas["run"]]
+    if cuda_values and not spec.jetson:
+        run.append(Dep("{{ cuda_run_constraint }}", on_cuda))
+    return Requirements(
+        build=tuple(Dep(name) for name in data["build_requirements"]),
+        host=tuple(host),
+        run=tuple(run),
+    )
+
+
+def build_model(spec: BuildSpec) -> RecipeModel:
+    """The libtorch recipe of one spec (one package per CUDA variant)."""
+    data = family_data(FAMILY)
+    series = tables.pytorch_info(spec.version)
+    full = platform_rows(spec, [variant_row(spec, series, v) for v in spec.cuda_variants])
+    keys = [k for k in KEYS if all(k in row for row in full)]
+    if all(v.is_cpu for v in spec.cuda_variants):
+        keys = [k for k in keys if k not in ("magma_package", "cuda_run_constraint")]
+    rows = [{k: row[k] for k in keys} for row in full]
+    # Same source tree as pytorch, so the same fixes: the catalog is keyed on "pytorch".
+    catalog = select_catalog(spec, "pytorch", {c: spec.version for c in spec.cudas})
+
+    env: dict[str, str] = dict(data["constant_env"])
+    env["BLAS"] = data["blas"][spec.blas]["setting"]
+    if not has_magma(spec) and any(not v.is_cpu for v in spec.cuda_variants):
+        env["USE_MAGMA"] = "OFF"
+    env.update(catalog.env)
+    env.update(spec.extra_env)
+
+    body = render_template(
+        "libtorch/build.sh.j2",
+        per_job_mib=series.mem_per_job_gb * 1024,
+        static_nccl=series.static_nccl,
+        env_by_cuda=catalog.env_by_cuda,
+        system_cudnn=bool(spec.jetson),
+    )
+    tag = common_value(rows, "build_tag")
+    here = recipe_dir()
+    return RecipeModel(
+        name=FAMILY,
+        version=spec.version,
+        build_number=spec.build_number,
+        build_string=f"{tag or '{{ build_tag }}'}_{spec.build_number}",
+        source=SourceRef(**{**source_ref(spec, data).__dict__, "patches": catalog.patches}),
+        script=Script(env=tuple(env.items()), body=body, passthrough=tuple(data["passthrough"])),
+        requirements=_requirements(spec, rows, data),
+        tests=Tests(
+            commands=TEST_COMMANDS,
+            requires=tuple(data["test_requires"]),
+            files=("cmake_test",),
+        ),
+        about=About(
+            home=data["home"],
+            license=data["license"],
+            license_file=data["license_file"],
+            summary=data["summary"],
+            dev_url=data["dev_url"],
+        ),
+        variants=variant_matrix((), rows),
+        extra_files=tuple(ExtraFile(name=name, origin=here / name) for name in data["test_files"]),
+        detect_binary_prefix=False,
+        missing_dso_allowlist=missing_dso_allowlist(spec, data),
+    )

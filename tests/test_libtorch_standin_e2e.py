@@ -1,0 +1,172 @@
+"""End to end, offline: the libtorch package shape, built through the libtorch family's recipe.
+
+The real libtorch takes hours to compile, so `condapipe build libtorch --source DIR` builds a
+stand-in C++ project (tests/data/libtorch-standin: same CMake options and install shape) with
+the very recipe `condapipe render libtorch` writes for PyTorch: spec -> render -> rattler-build
+(machine gcc/cmake/ninja) -> fix -> verify -> the recipe's own find_package(Torch) test ->
+channel. The package is then installed with py-rattler into a fresh prefix elsewhere, and a C++
+user's CMake project finds it with find_package(Torch), links it and runs.
+
+The recipe's build/host/run requirements (cmake, ninja, python, pyyaml, typing_extensions,
+openblas) are conda packages that cannot be downloaded here; they are published into the channel
+as empty stand-in packages (the machine's tools do the work, as in the other e2e tests).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import lief
+import pytest
+from conda_package_handling import api as cph
+from e2e_helpers import build_json, install, run_clean
+
+from condapipe.channel import index_channel
+from condapipe.families.libtorch import build_model
+from condapipe.spec import build_spec
+
+STANDIN = Path(__file__).parent / "data" / "libtorch-standin"
+TEST_PROJECT = Path(__file__).resolve().parents[1] / "recipes" / "libtorch" / "cmake_test"
+SETTINGS = {"version": "2.4.1", "cuda": ["cpu"], "blas": "openblas", "source": str(STANDIN)}
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not all(shutil.which(t) for t in ("cmake", "ninja", "g++")), reason="needs cmake, ninja and g++"
+    ),
+]
+
+
+def _stub_package(channel: Path, name: str) -> None:
+    """An empty conda package `name` (what a dependency that cannot be downloaded here provides)."""
+    pkg_dir = channel.parent / f"stub-{name}"
+    info = pkg_dir / "info"
+    info.mkdir(parents=True)
+    index = {
+        "name": name,
+        "version": "3.11.0" if name == "python" else "1.0.0",
+        "build": "stub_0",
+        "build_number": 0,
+        "depends": [],
+        "subdir": "linux-64",
+        "platform": "linux",
+        "arch": "x86_64",
+        "license": "BSD-3-Clause",
+    }
+    (info / "index.json").write_text(json.dumps(index))
+    (info / "paths.json").write_text(json.dumps({"paths": [], "paths_version": 1}))
+    (channel / "linux-64").mkdir(parents=True, exist_ok=True)
+    out = f"{name}-{index['version']}-stub_0.conda"
+    cph.create(
+        str(pkg_dir), ["info/index.json", "info/paths.json"], out, out_folder=str(channel / "linux-64")
+    )
+
+
+def _recipe_dependencies() -> set[str]:
+    """Every package name the libtorch recipe asks for (build, host, run, test)."""
+    model = build_model(build_spec("libtorch", dict(SETTINGS)))
+    req = model.requirements
+    specs = [d.spec for d in (*req.build, *req.host, *req.run)] + list(model.tests.requires)
+    return {s.split()[0] for s in specs}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("libtorch-project")
+    for name in sorted(_recipe_dependencies()):
+        _stub_package(root / "channel", name)
+    index_channel(root / "channel")
+    return root
+
+
+@pytest.fixture(scope="module")
+def built(project: Path) -> dict:
+    return build_json(
+        "libtorch", "--version", "2.4.1", "--cuda", "cpu", "--blas", "openblas", "--source", str(STANDIN),
+        cwd=project,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def package(project: Path, built: dict) -> Path:
+    (pkg,) = map(Path, built["packages"])
+    return project / pkg
+
+
+@pytest.fixture(scope="module")
+def installed(project: Path, built: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    prefix = tmp_path_factory.mktemp("libtorch-elsewhere") / "env"
+    install(project / "channel", ["libtorch"], prefix, tmp_path_factory.mktemp("cache"))
+    return prefix
+
+
+def _files(pkg: Path, dest: Path) -> set[str]:
+    cph.extract(str(pkg), dest_dir=str(dest))
+    return {p["_path"] for p in json.loads((dest / "info" / "paths.json").read_text())["paths"]}
+
+
+def test_the_libtorch_recipe_builds_the_package_shape_cpp_users_need(
+    package: Path, built: dict, tmp_path: Path
+) -> None:
+    assert (built["engine"], built["mode"]) == ("rattler-build", "family")
+    assert package.name.startswith("libtorch-2.4.1-cpu_0")
+    files = _files(package, tmp_path / "x")
+    assert {
+        "lib/libtorch.so",
+        "lib/libc10.so",
+        "include/torch/torch.h",
+        "share/cmake/Torch/TorchConfig.cmake",
+        "share/cmake/Torch/TorchConfigVersion.cmake",
+    } <= files
+    # A C++ library: nothing for Python.
+    assert not [f for f in files if "site-packages" in f or f.endswith(".py")]
+    index = json.loads((tmp_path / "x" / "info" / "index.json").read_text())
+    assert index["name"] == "libtorch" and "openblas" in index["depends"]
+
+
+def test_the_recipe_passes_pytorchs_libtorch_cmake_options(package: Path, tmp_path: Path) -> None:
+    _files(package, tmp_path / "x")
+    recorded = tmp_path / "x" / "share" / "libtorch-standin" / "cmake-options.txt"
+    options = dict(line.split("=", 1) for line in recorded.read_text().splitlines())
+    assert options["BUILD_SHARED_LIBS"] == "ON"
+    assert options["BUILD_PYTHON"] == "OFF" and options["BUILD_TEST"] == "OFF"
+    assert options["USE_CUDA"] == "0"  # --cuda cpu
+    assert options["BLAS"] == "OpenBLAS"
+    assert options["GLIBCXX_USE_CXX11_ABI"] == "0"  # pytorch.yaml: 2.4 uses the pre-CXX11 ABI
+    assert options["CMAKE_BUILD_TYPE"] == "Release"
+
+
+def test_the_packages_own_find_package_test_ran_and_passed(built: dict) -> None:
+    (details,) = built["package_details"]
+    assert details["tests"].endswith("passed"), details
+    log = Path(built["log"]).read_text()
+    assert "libtorch package test: Torch 2.4.1" in log
+    assert "torch_smoke: sum=6" in log
+
+
+def test_libtorch_links_c10_through_a_relative_rpath(package: Path, tmp_path: Path) -> None:
+    _files(package, tmp_path / "x")
+    lib = lief.parse(str(tmp_path / "x" / "lib" / "libtorch.so"))
+    assert "libc10.so" in lib.libraries
+    rpaths = [p for e in lib.dynamic_entries if e.tag in (lief.ELF.DynamicEntry.TAG.RPATH,
+              lief.ELF.DynamicEntry.TAG.RUNPATH) for p in e.paths]  # fmt: skip
+    assert rpaths and all(p.startswith("$ORIGIN") for p in rpaths), rpaths
+
+
+def test_installed_elsewhere_a_cmake_project_finds_links_and_runs_it(installed: Path, tmp_path: Path) -> None:
+    build_dir = tmp_path / "user-build"
+    argv = ["cmake", "-S", str(TEST_PROJECT), "-B", str(build_dir), "-G", "Ninja"]
+    configure = subprocess.run(
+        [*argv, f"-DCMAKE_PREFIX_PATH={installed}"], capture_output=True, text=True, check=False
+    )
+    assert configure.returncode == 0, configure.stderr
+    assert f"from {installed}/share/cmake/Torch" in configure.stdout
+    compiled = subprocess.run(
+        ["cmake", "--build", str(build_dir)], capture_output=True, text=True, check=False
+    )
+    assert compiled.returncode == 0, compiled.stdout + compiled.stderr
+    proc = run_clean([build_dir / "torch_smoke"])
+    assert (proc.returncode, proc.stdout) == (0, "torch_smoke: sum=6\n"), proc.stderr
