@@ -48,15 +48,16 @@ def preflight(request: FamilyBuild) -> tuple[DoctorReport, PlanOptions]:
 
 
 def _print_plan(plan: Plan, rows: list[dict[str, Any]]) -> None:
-    console.print(f"plan: {len(rows)} steps, channel {plan.output_dir}, work dir {plan.work_dir}")
+    lines = [f"plan: {len(rows)} steps, channel {plan.output_dir}, work dir {plan.work_dir}"]
     for row in rows:
         mark = "run " if row["action"] == "run" else "skip"
-        console.print(f"  {mark} {row['id']}: {row['title']} — {row['why']}", soft_wrap=True)
+        lines.append(f"  {mark} {row['id']}: {row['title']} — {row['why']}")
         for key, value in row["inputs"].items():
             text = value if isinstance(value, str) else str(value)
-            console.print(f"         {key}: {text[:100]}", soft_wrap=True, highlight=False)
-    for note in plan.notes:
-        console.print(f"  note: {note}", soft_wrap=True)
+            lines.append(f"         {key}: {text[:100]}")
+    lines += [f"  note: {note}" for note in plan.notes]
+    for line in lines:  # plain text: inputs hold brackets that are not rich markup
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
 
 
 def build_family(request: FamilyBuild) -> PlanResult | None:

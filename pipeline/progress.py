@@ -10,10 +10,12 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from condapipe.output import err_console
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
+
+from condapipe.output import err_console
 
 if TYPE_CHECKING:
     from condapipe.plan import Plan, Step
@@ -34,7 +36,7 @@ class StepDisplay:
 
     def __enter__(self) -> StepDisplay:
         if self.use_live:
-            self._live = Live(self._table(), console=self.console, refresh_per_second=2, transient=False)
+            self._live = Live(self._table(), console=self.console, refresh_per_second=2, transient=True)
             self._live.__enter__()
         return self
 
@@ -56,7 +58,8 @@ class StepDisplay:
             status, seconds, why = self.rows[step.id]
             if status == "running":
                 seconds = f"{time.monotonic() - self._started[step.id]:.0f}s"
-            table.add_row(step.id, f"[{_STYLE.get(status, '')}]{status}[/]", seconds, why)
+            # Text, not markup: step ids, paths and reasons may contain "[...]".
+            table.add_row(Text(step.id), Text(status, style=_STYLE.get(status, "")), seconds, Text(why))
         return table
 
     def _refresh(self) -> None:
@@ -67,12 +70,15 @@ class StepDisplay:
         self._started[step.id] = time.monotonic()
         self.rows[step.id] = ("running", "", why)
         if self._live is None:
-            self.console.print(f"[cyan]▶[/] {step.id}: {step.title} ({why})", highlight=False)
+            line = Text.assemble(("▶ ", "cyan"), f"{step.id}: {step.title} ({why})")
+            self.console.print(line, highlight=False)
         self._refresh()
 
     def finished(self, step: Step, status: str, why: str, seconds: float) -> None:
         self.rows[step.id] = (status, f"{seconds:.1f}s" if status in ("ran", "failed") else "", why)
         if self._live is None:
-            style = _STYLE.get(status, "")
-            self.console.print(f"[{style}]{status:>9}[/] {step.id} {seconds:.1f}s — {why}", highlight=False)
+            line = Text.assemble(
+                (f"{status:>9}", _STYLE.get(status, "")), f" {step.id} {seconds:.1f}s — {why}"
+            )
+            self.console.print(line, highlight=False)
         self._refresh()

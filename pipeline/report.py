@@ -13,10 +13,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from condapipe.plan import Plan, PlanResult, StepResult
-from condapipe.state import atomic_write_text
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
+
+from condapipe.plan import Plan, PlanResult, StepResult
+from condapipe.state import atomic_write_text
 
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
@@ -154,7 +156,8 @@ def print_summary(report: dict[str, Any], console: Console, paths: tuple[Path, P
     for col in ("step", "status", "time", "why"):
         steps.add_column(col, justify="right" if col == "time" else "left")
     for s in report["steps"]:
-        steps.add_row(s["id"], s["status"], f"{s['seconds']:.1f}s", s["error"] or s["reason"])
+        why = s["error"] or s["reason"]
+        steps.add_row(Text(s["id"]), Text(s["status"]), f"{s['seconds']:.1f}s", Text(why))
     console.print(steps)
     if report["package_details"]:
         pkgs = Table(title="packages")
@@ -162,12 +165,14 @@ def print_summary(report: dict[str, Any], console: Console, paths: tuple[Path, P
             pkgs.add_column(col)
         for p in report["package_details"]:
             verdict = "ok" if p["verify"]["ok"] else "FAILED"
-            pkgs.add_row(p["path"], _size(p["size"]), p["archs"] or "-", verdict, str(p["tests"] or "-"))
+            cells = (p["path"], _size(p["size"]), p["archs"] or "-", verdict, str(p["tests"] or "-"))
+            pkgs.add_row(*(Text(c) for c in cells))
         console.print(pkgs)
-    for note in report["prerequisites_from_channels"]:
-        console.print(f"prerequisite {note}")
-    console.print(f"channel: {report['channel']}", soft_wrap=True)
+    lines = [f"prerequisite {note}" for note in report["prerequisites_from_channels"]]
+    lines.append(f"channel: {report['channel']}")
     if report["install"]:
-        console.print(f"install: {report['install']}", soft_wrap=True)
+        lines.append(f"install: {report['install']}")
     if paths:
-        console.print(f"report: {paths[0]} and {paths[1]}", soft_wrap=True)
+        lines.append(f"report: {paths[0]} and {paths[1]}")
+    for line in lines:
+        console.print(line, soft_wrap=True, markup=False, highlight=False)

@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.table import Table
+from rich.text import Text
+
 from condapipe.doctor import DoctorReport, Machine, run_doctor
 from condapipe.engines import ENGINE_NAMES
 from condapipe.output import console, json_option, print_json
 from condapipe.spec_options import resolve_package, spec_from_cli, spec_options
-from rich.table import Table
 
 _STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "block": "bold red"}
 
@@ -26,7 +28,7 @@ def findings_table(report: DoctorReport, title: str) -> Table:
     table.add_column("finding")
     table.add_column("fix")
     for f in report.findings:
-        table.add_row(f.check, f"[{_STYLE[f.level]}]{f.level}[/]", f.message, f.fix)
+        table.add_row(Text(f.check), Text(f.level, style=_STYLE[f.level]), Text(f.message), Text(f.fix))
     return table
 
 
@@ -52,5 +54,5 @@ def command(package: str | None, engine: str, work_dir: Path, as_json: bool, **p
         console.print(findings_table(report, f"condapipe doctor: {spec.package} {spec.version}"))
         env = " ".join(f"{k}={v}" for k, v in report.build_env)
         if env:
-            console.print(f"build environment: {env}", soft_wrap=True)
+            console.print(f"build environment: {env}", soft_wrap=True, markup=False)
     report.raise_if_blocking(before_build=False)
