@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from condapipe.errors import UsageError
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
+
+from condapipe.errors import UsageError
 
 KINDS: tuple[str, ...] = ("patch", "config")
 PLATFORMS: tuple[str, ...] = ("linux-64", "linux-aarch64")
@@ -118,12 +119,17 @@ def default_index() -> Path:
 
 def load_catalog(path: Path | None = None) -> Catalog:
     """Load and validate a catalog (default: the shipped one). Raises UsageError on any defect."""
-    path = Path(path) if path is not None else default_index()
-    return _load_cached(path.resolve())
+    path = (Path(path) if path is not None else default_index()).resolve()
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        stamp = 0
+    return _load_cached(path, stamp)
 
 
 @functools.lru_cache(maxsize=8)
-def _load_cached(path: Path) -> Catalog:
+def _load_cached(path: Path, stamp: int) -> Catalog:
+    """Parse once per (path, modification time): render and the CLI call it repeatedly."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:

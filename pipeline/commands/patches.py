@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from rich.markup import escape
+from rich.table import Table
+
 from condapipe.errors import BuildFailed, UsageError
 from condapipe.output import console, json_option, print_json
 from condapipe.patch_catalog import PLATFORMS, Catalog, PatchEntry, applicable, load_catalog, parse_version
-from condapipe.patch_check import FAILS, check_entries
-from rich.markup import escape
-from rich.table import Table
+from condapipe.patch_check import CONFIG, FAILS, check_entries
 
 
 def _parse_for(text: str) -> tuple[str, str | None]:
@@ -114,7 +115,7 @@ def check_cmd(
     source: Path, target: str | None, cuda: str, platform: str, catalog_path: Path | None, as_json: bool
 ) -> None:
     """Dry-run every applicable patch against a source tree: applies / already applied / fails."""
-    if target is None or "==" not in target:
+    if target is None or _parse_for(target)[1] is None:
         raise UsageError("patches check needs --for PACKAGE==VERSION (e.g. --for pytorch==1.13.0)")
     if not source.is_dir():
         raise UsageError(f"--source {source} is not a directory")
@@ -141,4 +142,5 @@ def check_cmd(
             console.print("nothing applies")
     if failed:
         names = ", ".join(r.entry_id for r in failed)
-        raise BuildFailed(f"{len(failed)} of {len(results)} patches do not apply to {source}: {names}")
+        checked = sum(1 for r in results if r.status != CONFIG)
+        raise BuildFailed(f"{len(failed)} of {checked} patches do not apply to {source}: {names}")
