@@ -356,6 +356,15 @@ def make_recipe_plan(
     return make_plan_for_jobs(jobs, options, request)
 
 
+def _engine_name(job: Job, options: PlanOptions) -> str:
+    """The engine that will build the job ("auto" resolved: installing conda-build later rebuilds)."""
+    from condapipe.engines import engine_for_recipe, get_engine
+
+    if job.recipe_dir is not None:
+        return engine_for_recipe(job.recipe_dir, options.engine)[0].name
+    return get_engine(options.engine).name
+
+
 def _job_steps(job: Job, options: PlanOptions, skip: str | None, skipped_jobs: set[str]) -> list[Step]:
     from condapipe import plan_steps as act
 
@@ -389,9 +398,10 @@ def _job_steps(job: Job, options: PlanOptions, skip: str | None, skipped_jobs: s
     build_needs += [f"publish:{n}" for n in job.needs_jobs if n not in skipped_jobs]
     archs = job.spec.cuda_variants[0].archs if job.spec and job.spec.cuda_variants else None
     pythons = job.spec.pythons if job.spec else ()
+    engine = _engine_name(job, options)
     build_inputs = {
         **recipe_input,
-        "engine": options.engine,
+        "engine": engine,
         "channels": [str(options.output_dir.resolve()), *options.channels],
         "package_format": options.package_format,
         "compression_level": options.compression_level,
@@ -402,7 +412,7 @@ def _job_steps(job: Job, options: PlanOptions, skip: str | None, skipped_jobs: s
         Step(
             id=f"build:{label}",
             kind="build",
-            title=f"build {job.name} with the {options.engine} engine",
+            title=f"build {job.name} with {engine}",
             inputs=build_inputs,
             action=act.build_action(job, options),
             needs=tuple(build_needs),
