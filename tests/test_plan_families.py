@@ -7,13 +7,20 @@ building, downloading or writing anything, so these run in a second each.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from condapipe.cli import main
+from condapipe.family_build import FamilyBuild, preflight
+from condapipe.plan_build import PlanOptions, family_jobs
+from condapipe.plan_steps import build_env
+from condapipe.spec_options import spec_from_cli
 
 KINDS = ["render", "build", "fix", "verify", "test", "publish"]
+STANDIN_NVCC = Path(__file__).parent / "standins" / "doctor" / "nvcc-11.0" / "nvcc"
 
 
 def dry_run(tmp_path: Path, *args: str) -> dict:
@@ -79,3 +86,20 @@ def test_a_dry_run_reports_blocking_doctor_findings_without_failing(tmp_path: Pa
     assert plan["doctor"]["ok"] is False
     assert {f["check"] for f in plan["doctor"]["findings"] if f["level"] == "block"} >= {"gcc", "cudnn"}
     assert not (tmp_path / "w").exists() and not (tmp_path / "ch").exists()
+
+
+def test_a_toolkit_doctor_found_under_usr_local_is_put_first_on_the_builds_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    toolkit = tmp_path / "cuda-11.0"
+    (toolkit / "bin").mkdir(parents=True)
+    shutil.copy(STANDIN_NVCC, toolkit / "bin" / "nvcc")
+    monkeypatch.setenv("CONDAPIPE_CUDA_ROOTS", str(tmp_path))
+    spec = spec_from_cli("cuda-smoke", {"cuda": ("11.0",), "arch": "8.0"})
+    request = FamilyBuild(spec, PlanOptions(output_dir=tmp_path / "ch", work_dir=tmp_path / "w"))
+    _, options = preflight(request)
+    assert dict(options.cuda_homes) == {"11.0": str(toolkit)}
+    (job,) = family_jobs(spec)
+    env = build_env(job, options)
+    assert env["CUDA_HOME"] == str(toolkit) and env["PATH"].startswith(f"{toolkit}/bin:")
+    assert env["MAX_JOBS"].isdigit()
