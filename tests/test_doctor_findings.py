@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
 from condapipe.cli import main
 from condapipe.doctor import Machine, run_doctor
 from condapipe.spec_options import spec_from_cli
@@ -265,3 +266,21 @@ def test_build_runs_doctor_first_and_stops_with_exit_3_before_writing_anything(t
     assert last.startswith("error: preflight: CUDA 13.0 requested") and "--force" in last
     assert not out.exists() and not (tmp_path / "work" / "state.json").exists()
     assert os.environ.get("CONDAPIPE_MEMINFO") is None  # the runner's env did not leak
+
+
+def test_cudnn_from_the_pip_wheel_layout_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The nvidia-cudnn-cuXX wheels install nvidia/cudnn/{include,lib} into site-packages.
+    site = tmp_path / "site"
+    wheel = site / "nvidia" / "cudnn"
+    (wheel / "include").mkdir(parents=True)
+    (wheel / "lib").mkdir()
+    (wheel / "include" / "cudnn_version.h").write_text(
+        "#define CUDNN_MAJOR 8\n#define CUDNN_MINOR 9\n#define CUDNN_PATCHLEVEL 7\n"
+    )
+    (wheel / "lib" / "libcudnn.so.8").write_bytes(b"\x7fELF")
+    monkeypatch.syspath_prepend(str(site))
+    spec = spec_from_cli("pytorch", {"version": "1.8.0", "cuda": ("11.1",), "python": ("3.8",)})
+    report = run_doctor(spec, machine(tmp_path))
+    cudnn = next(f for f in report.findings if f.check == "cudnn")
+    assert cudnn.level == "ok" and "pip wheel nvidia-cudnn" in cudnn.message
+    assert dict(report.build_env)["CUDNN_LIB_DIR"] == str(wheel / "lib")
