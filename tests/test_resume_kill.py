@@ -68,6 +68,12 @@ def killed_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
         seen[point] = channel_problems(channel)
         seen[f"{point}:state"] = (work / "state.json").read_text()
 
+    # What a kill in the middle of copying into the channel leaves: a hidden, partial temp file.
+    (pkg,) = (work / "steps").glob(f"fix_{L}/linux-64/*.conda")
+    partial = channel / "linux-64" / f".{pkg.name}.k1ll3d.part"
+    partial.write_bytes(pkg.read_bytes()[: pkg.stat().st_size // 2])
+    seen["partial"] = partial
+
     final = run(SMOKE, project)
     seen["final"] = final
     seen["final:statuses"] = statuses(work)
@@ -105,6 +111,7 @@ def test_the_rerun_after_the_last_kill_completes_the_plan(killed_runs: dict) -> 
     (pkg,) = report(project / ".condapipe")["packages"]
     assert Path(pkg).parent == project / "channel" / "linux-64"
     assert channel_problems(project / "channel") == []
+    assert not killed_runs["partial"].exists()  # the next publish removed the leftover temp file
 
 
 def test_an_unchanged_rerun_does_nothing_in_under_a_second(killed_runs: dict) -> None:
