@@ -4,8 +4,8 @@ A user asks for one thing (`condapipe build pytorch --cuda 11.0`) and gets a cha
 (magma → render → build → fix → verify → test → publish). Each step declares its inputs as JSON
 data plus the steps whose outputs it reads; the hash of both decides whether a rerun can skip it.
 That is what makes a rerun after `kill -9` resume instead of restart, and an unchanged rerun
-finish in well under a second. Step bodies live in `condapipe.plan_build`; this module only
-decides, runs, records and describes.
+finish in well under a second. Which steps a build has is `condapipe.plan_build`, what they do
+is `condapipe.plan_steps`; this module only decides, runs, records and describes.
 """
 
 from __future__ import annotations
@@ -306,7 +306,7 @@ def run_plan(plan: Plan, *, display: StepDisplay | None = None) -> PlanResult:
     results: list[StepResult] = []
     with work_dir_lock(plan.work_dir):
         state = StateFile(plan.state_path)
-        pending: set[str] = set()
+        pending: set[str] = set()  # stays empty: a step that ran is recorded before the next decides
         failure: CondapipeError | None = None
         for step in plan.steps:
             if failure is not None:
