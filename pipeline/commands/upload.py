@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -56,7 +57,8 @@ def _logging(work_dir: Path, debug: bool, token: Token | None, dry_run: bool) ->
     log_path: Path | None = None
     if not dry_run:
         (work_dir / "logs").mkdir(parents=True, exist_ok=True)
-        log_path = work_dir / "logs" / f"upload-{time.strftime('%Y%m%d-%H%M%S')}.log"
+        stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.time_ns() % 1_000_000:06d}"
+        log_path = work_dir / "logs" / f"upload-{stamp}.log"  # unique: runs may start in one second
         handlers.append(logging.FileHandler(log_path, encoding="utf-8"))
     if debug:
         handlers.append(logging.StreamHandler())
