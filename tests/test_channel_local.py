@@ -264,3 +264,20 @@ def test_verify_keeps_a_defective_package_out_of_the_channel(out, tmp_path):
         "noarch/pytorch-mutex-1.0-cpu.conda": "uploaded",
     }
     assert sorted(_records(channel, "noarch")) == ["pytorch-mutex-1.0-cpu.conda"]
+
+
+def test_two_publishers_at_once_both_end_up_in_the_repodata(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from condapipe.upload import upload_to_directory
+
+    channel = tmp_path / "ch"
+    batches = [[make_package(tmp_path / f"p{i}", f"pkg{i}-{j}", "1.0") for j in range(3)] for i in range(2)]
+
+    def publish(batch: list[Path]) -> bool:
+        outcomes, _ = upload_to_directory([read_package_info(p) for p in batch], str(channel))
+        return all(o.status.ok for o in outcomes)
+
+    with ThreadPoolExecutor(2) as pool:
+        assert all(pool.map(publish, batches))
+    assert sorted(_records(channel, "noarch")) == sorted(p.name for batch in batches for p in batch)
