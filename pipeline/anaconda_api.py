@@ -19,9 +19,10 @@ from typing import Any
 from urllib.parse import quote
 
 import requests
+from requests.adapters import HTTPAdapter
+
 from condapipe.channel import PackageInfo
 from condapipe.tokens import Token, redact
-from requests.adapters import HTTPAdapter
 
 DEFAULT_SITE_URL = "https://api.anaconda.org"
 API_TIMEOUT_S = 60.0

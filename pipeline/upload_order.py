@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-from condapipe.channel import PackageInfo
 from ruamel.yaml import YAML
+
+from condapipe.channel import PackageInfo
 
 
 @dataclass(frozen=True)

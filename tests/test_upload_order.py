@@ -5,10 +5,11 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from condapipe.channel import PackageInfo
-from condapipe.upload_order import rank, upload_order
 from hypothesis import given
 from hypothesis import strategies as st
+
+from condapipe.channel import PackageInfo
+from condapipe.upload_order import rank, upload_order
 
 
 def pkg(name: str, *depends: str, version: str = "1.0") -> PackageInfo:

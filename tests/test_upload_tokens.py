@@ -17,10 +17,11 @@ from pathlib import Path
 from urllib.parse import quote_plus
 
 import pytest
-from condapipe.errors import UsageError
-from condapipe.tokens import REDACTED, RedactingFilter, Token, read_token_file, redact, resolve_token
 from fake_anaconda import FakeAnaconda, make_package
 from fake_anaconda.harness import TOKEN, assert_holds_exactly
+
+from condapipe.errors import UsageError
+from condapipe.tokens import REDACTED, RedactingFilter, Token, read_token_file, redact, resolve_token
 
 SITE = "http://127.0.0.1:1"
 

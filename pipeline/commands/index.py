@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from rich.table import Table
+
 from condapipe.channel import index_channel
 from condapipe.output import console, dry_run_option, json_option, print_json
-from rich.table import Table
 
 
 @click.command("index")
