@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -163,6 +164,22 @@ def _driver_file(tmp_path: Path, version: str) -> Path:
     return path
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        # the proprietary module, and the open one (as read on an H100 with driver 580.159.04)
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Thu Jun  5 2025",
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)  ",
+    ],
+)
+def test_the_driver_version_is_read_from_both_kernel_module_flavours(tmp_path: Path, line: str) -> None:
+    from condapipe.doctor_checks import driver_version
+
+    path = tmp_path / "version"
+    path.write_text(line + "\nGCC version:  gcc version 15.3.0 (GCC) \n")
+    assert driver_version(Machine(path=SYSTEM_PATH, driver_file=path)) == "580.159.04"
+
+
 def test_an_old_driver_is_explained_with_error_804_and_forward_compatibility(tmp_path: Path) -> None:
     env = {"CONDAPIPE_DRIVER_VERSION_FILE": str(_driver_file(tmp_path, "450.36.06"))}
     _, data, _ = doctor("cuda-smoke", "--cuda", "13.0", "--arch", "9.0", env=env)
@@ -284,3 +301,13 @@ def test_cudnn_from_the_pip_wheel_layout_is_found(tmp_path: Path, monkeypatch: p
     cudnn = next(f for f in report.findings if f.check == "cudnn")
     assert cudnn.level == "ok" and "pip wheel nvidia-cudnn" in cudnn.message
     assert dict(report.build_env)["CUDNN_LIB_DIR"] == str(wheel / "lib")
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_machine_the_loaded_driver_is_read_and_matches_nvidia_smi(tmp_path: Path) -> None:
+    from condapipe.doctor_checks import driver_version
+
+    smi = subprocess.run(
+        ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True
+    )
+    assert driver_version(Machine.from_environ(tmp_path)) == smi.stdout.strip().splitlines()[0]
