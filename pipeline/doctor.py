@@ -18,9 +18,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ruamel.yaml import YAML
+
 from condapipe.errors import EnvironmentProblem
 from condapipe.spec import BuildSpec
-from ruamel.yaml import YAML
 
 LEVELS = ("ok", "info", "warn", "block")
 

@@ -16,11 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 from condapipe.doctor import Finding, Machine, doctor_data, family_facts
 from condapipe.errors import CondapipeError
 from condapipe.spec import BuildSpec
-from packaging.specifiers import SpecifierSet
-from packaging.version import InvalidVersion, Version
 
 GIB = 1024**3
 

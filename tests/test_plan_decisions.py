@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from condapipe.errors import BuildFailed, EnvironmentProblem
 from condapipe.plan import Plan, PlanFailed, Step, StepContext, StepOutcome, describe, run_plan
 from condapipe.state import STATE_FILE, StateFile, work_dir_lock
