@@ -276,6 +276,13 @@ def check_consistency(catalog: Catalog) -> list[str]:
         elif set(targets) != set(entry.target_files):
             declared, edited = sorted(entry.target_files), sorted(targets)
             problems.append(f"{entry.id}: targets {declared} differ from what {pf.name} edits {edited}")
+    by_name: dict[tuple[str, str], str] = {}
+    for entry in catalog.entries:
+        if entry.patch_file is not None:
+            key = (entry.package, entry.patch_file.name)
+            if by_name.setdefault(key, entry.id) != entry.id:
+                other = by_name[key]
+                problems.append(f"{entry.id}: file name {key[1]} is also used by {other}")
     by_file: dict[Path, str] = {}
     for entry in catalog.entries:
         if entry.patch_file is not None:
