@@ -260,7 +260,7 @@ def mem_available_gib(meminfo: Path) -> float | None:
 
 
 def _gib_per_job(spec: BuildSpec, facts: dict) -> float:
-    if spec.package == "pytorch":
+    if facts.get("ram_per_job_from") == "pytorch":
         try:
             from condapipe.tables import pytorch_info
 

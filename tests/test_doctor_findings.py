@@ -311,3 +311,13 @@ def test_on_a_gpu_machine_the_loaded_driver_is_read_and_matches_nvidia_smi(tmp_p
         ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True
     )
     assert driver_version(Machine.from_environ(tmp_path)) == smi.stdout.strip().splitlines()[0]
+
+
+def test_libtorch_is_checked_like_pytorch_for_cudnn_cmake_and_memory(tmp_path: Path) -> None:
+    from condapipe.tables import pytorch_info
+
+    spec = spec_from_cli("libtorch", {"version": "2.9.0", "cuda": ("13.0",)})
+    report = run_doctor(spec, machine(tmp_path, meminfo=str(meminfo(tmp_path, 64 * 1024 * 1024))))
+    checks = {f.check: f for f in report.findings}
+    assert "cudnn" in checks and "needs >= 3.18" in checks["cmake"].message
+    assert checks["ram"].data["gib_per_job"] == pytorch_info("2.9.0").mem_per_job_gb
