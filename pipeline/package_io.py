@@ -23,6 +23,7 @@ from typing import Any
 import zstandard
 from conda_package_streaming import package_streaming
 from conda_package_streaming.extract import extract_stream
+
 from condapipe.errors import BuildFailed, UsageError
 
 CONDA = ".conda"
@@ -99,7 +100,7 @@ def unpack(path: Path | str, dest: Path | str) -> Path:
             for component in components:
                 stream = package_streaming.stream_conda_component(path.name, fh, component=component)
                 extract_stream(stream, dest, tar_filter="tar")
-    except (zipfile.BadZipFile, tarfile.TarError, zstandard.ZstdError, EOFError) as exc:
+    except (zipfile.BadZipFile, tarfile.TarError, zstandard.ZstdError, EOFError, OSError) as exc:
         raise UsageError(f"{path}: unreadable package ({exc})") from exc
     return dest
 
@@ -178,14 +179,34 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 @dataclass(frozen=True)
 class PackOptions:
-    """Compression settings; level 19 is conda-build's default, threads 0 means all cores."""
+    """Compression settings; level 19 is conda-build's default, threads 0 means all cores.
+
+    Every zstd worker holds its own match tables and job buffers (about 140 MiB at level
+    19), so `max_memory_mib` caps the worker count: 16 workers would need over 2 GiB.
+    0 lifts the cap.
+    """
 
     zstd_level: int = DEFAULT_ZSTD_LEVEL
     threads: int = 0
     bz2_level: int = 9
+    max_memory_mib: int = 1024
 
     def zstd_threads(self) -> int:
-        return self.threads if self.threads > 0 else (os.cpu_count() or 1)
+        wanted = self.threads if self.threads > 0 else (os.cpu_count() or 1)
+        if self.max_memory_mib <= 0:
+            return wanted
+        fit = (self.max_memory_mib - _BASE_MIB) // zstd_worker_mib(self.zstd_level)
+        return max(1, min(wanted, fit))
+
+
+_BASE_MIB = 256  # interpreter, tar and zip buffers, zstd job queue (measured: 232 MiB at level 19)
+
+
+def zstd_worker_mib(level: int) -> int:
+    """Memory of one zstd worker: its context plus input, output and overlap buffers."""
+    params = zstandard.ZstdCompressionParameters.from_level(level)
+    window = 1 << params.window_log
+    return (params.estimated_compression_context_size() + 7 * window) // (1 << 20) + 1
 
 
 def member_list(root: Path) -> tuple[list[str], list[str]]:

@@ -6,13 +6,14 @@ from collections import Counter
 from pathlib import Path
 
 import click
+from rich.table import Table
+
 from condapipe.elf.patchers import PATCHER_NAMES, RPATH, RUNPATH
 from condapipe.elf.rpath import families, rules_for
 from condapipe.errors import BuildFailed, UsageError
 from condapipe.fix import FixOptions, FixReport, fix_package, fix_prefix
 from condapipe.output import console, dry_run_option, err_console, json_option, print_json
 from condapipe.package_io import FORMATS, PackOptions
-from rich.table import Table
 
 
 @click.command("fix")
@@ -62,6 +63,14 @@ from rich.table import Table
 )
 @click.option("--zstd-level", type=click.IntRange(1, 22), default=19, show_default=True)
 @click.option("--threads", type=click.IntRange(min=0), default=0, help="zstd threads (0: all cores).")
+@click.option(
+    "--max-memory",
+    "max_memory_mib",
+    type=click.IntRange(min=0),
+    default=1024,
+    show_default=True,
+    help="MiB the zstd workers may use; caps --threads (0: no cap).",
+)
 @dry_run_option
 @json_option
 def command(
@@ -76,6 +85,7 @@ def command(
     output_dir: Path | None,
     zstd_level: int,
     threads: int,
+    max_memory_mib: int,
     dry_run: bool,
     as_json: bool,
 ) -> None:
@@ -92,7 +102,7 @@ def command(
         jobs=jobs,
         dry_run=dry_run,
     )
-    pack_options = PackOptions(zstd_level=zstd_level, threads=threads)
+    pack_options = PackOptions(zstd_level=zstd_level, threads=threads, max_memory_mib=max_memory_mib)
     reports: list[FixReport] = []
     for target in targets:
         if target.is_dir():

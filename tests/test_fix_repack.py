@@ -1,0 +1,113 @@
+"""package_io: unpack and repack conda packages without losing anything, in bounded memory."""
+
+from __future__ import annotations
+
+import json
+import os
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+import zstandard
+from conda_package_handling import api as cph
+from elfkit import make_package, sha256, write_metadata
+
+from condapipe.errors import UsageError
+from condapipe.package_io import (
+    PackOptions,
+    pack,
+    read_index,
+    unpack,
+    update_paths_json,
+    zstd_worker_mib,
+)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "tree"
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / "tool").write_text("#!/bin/sh\necho hi\n")
+    os.chmod(root / "bin" / "tool", 0o755)
+    (root / "share").mkdir()
+    (root / "share" / "a.txt").write_text("same bytes\n")
+    os.link(root / "share" / "a.txt", root / "share" / "b.txt")
+    (root / "share" / "link").symlink_to("a.txt")
+    (root / "share" / "secret").write_text("owner only\n")
+    os.chmod(root / "share" / "secret", 0o600)
+    write_metadata(root, name="demo")
+    return root
+
+
+@pytest.mark.parametrize("ext", [".conda", ".tar.bz2"])
+def test_round_trip_keeps_modes_symlinks_and_hard_links(tree: Path, tmp_path: Path, ext: str) -> None:
+    pkg = make_package(tree, tmp_path / f"demo-1.0-0{ext}")
+    root = unpack(pkg, tmp_path / "unpacked")
+    out = pack(root, tmp_path / "re" / f"demo-1.0-0{ext}", PackOptions(zstd_level=3))
+    check = tmp_path / "check"
+    cph.extract(str(out), dest_dir=str(check))  # the reference reader accepts it
+    assert (check / "bin" / "tool").stat().st_mode & 0o777 == 0o755
+    assert (check / "share" / "secret").stat().st_mode & 0o777 == 0o600
+    assert os.readlink(check / "share" / "link") == "a.txt"
+    assert (check / "share" / "a.txt").stat().st_ino == (check / "share" / "b.txt").stat().st_ino
+    assert read_index(out)["name"] == "demo"
+    for rel in ("bin/tool", "share/a.txt", "info/paths.json"):
+        assert sha256(check / rel) == sha256(tree / rel)
+
+
+def test_conda_layout_matches_conda_package_handling(tree: Path, tmp_path: Path) -> None:
+    out = pack(tree, tmp_path / "demo-1.0-0.conda", PackOptions(zstd_level=3))
+    with zipfile.ZipFile(out) as zf:
+        names = zf.namelist()
+        assert names == ["metadata.json", "pkg-demo-1.0-0.tar.zst", "info-demo-1.0-0.tar.zst"]
+        assert json.loads(zf.read("metadata.json")) == {"conda_pkg_format_version": 2}
+        raw = zstandard.ZstdDecompressor().stream_reader(zf.open("pkg-demo-1.0-0.tar.zst"))
+        with tarfile.open(fileobj=raw, mode="r|") as tar:
+            members = {m.name: m for m in tar}
+    assert members["share/b.txt"].islnk() or members["share/a.txt"].islnk()
+    assert members["share/link"].issym() and members["bin/tool"].uid == 0
+    assert not any(n.startswith("info/") for n in members)
+
+
+def test_paths_json_is_refreshed_for_changed_and_added_files(tree: Path) -> None:
+    (tree / "bin" / "tool").write_text("#!/bin/sh\necho changed\n")
+    (tree / "bin" / "new").write_text("new\n")
+    update_paths_json(tree, ["bin/tool"], ["bin/new"])
+    paths = {e["_path"]: e for e in json.loads((tree / "info/paths.json").read_text())["paths"]}
+    assert paths["bin/tool"]["sha256"] == sha256(tree / "bin/tool")
+    assert paths["bin/tool"]["size_in_bytes"] == (tree / "bin/tool").stat().st_size
+    assert paths["bin/new"]["sha256"] == sha256(tree / "bin/new")
+    assert "bin/new" in (tree / "info/files").read_text().split()
+
+
+def test_zstd_workers_are_capped_by_memory() -> None:
+    assert 100 < zstd_worker_mib(19) < 200
+    assert PackOptions(zstd_level=19, threads=16).zstd_threads() == 5  # 5 x ~138 MiB + base < 1 GiB
+    assert PackOptions(zstd_level=19, threads=16, max_memory_mib=0).zstd_threads() == 16
+    assert PackOptions(zstd_level=3, threads=16).zstd_threads() == 16
+    assert PackOptions(zstd_level=22, threads=16).zstd_threads() == 1
+
+
+def test_failed_pack_leaves_no_partial_output(tree: Path, tmp_path: Path) -> None:
+    (tree / "info" / "index.json").unlink()
+    with pytest.raises(UsageError, match=r"no info/index\.json"):
+        pack(tree, tmp_path / "demo-1.0-0.conda")
+    assert list(tmp_path.glob("*demo*")) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("demo.zip", b"PK", "not a conda package"),
+        ("demo-1.0-0.conda", b"not a zip", "unreadable package"),
+        ("demo-1.0-0.tar.bz2", b"not bz2", "unreadable package"),
+    ],
+)
+def test_bad_packages_are_usage_errors(tmp_path: Path, name: str, content: bytes, message: str) -> None:
+    bad = tmp_path / name
+    bad.write_bytes(content)
+    with pytest.raises(UsageError, match=message):
+        read_index(bad)
+    with pytest.raises(UsageError, match=message):
+        unpack(bad, tmp_path / "out")
