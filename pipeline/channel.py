@@ -198,6 +198,34 @@ def _count(channel_dir: Path, subdir: str) -> int:
     return len(data.get("packages") or {}) + len(data.get("packages.conda") or {})
 
 
+def index_parallelism(largest_package: int, ram_bytes: int, cpus: int) -> int:
+    """How many packages py-rattler may index at once.
+
+    py-rattler 0.28 holds each package it indexes in memory (measured: peak RSS ~2x the
+    package, 4.1 GiB for one 2 GiB package), so parallel indexing of several 2 GB pytorch
+    builds could exhaust RAM. Allow as many as fit in a quarter of RAM, at least 1.
+    """
+    per_package = max(1, 2 * largest_package)
+    return max(1, min(cpus, (ram_bytes // 4) // per_package))
+
+
+def _machine_ram() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
+
+
+def _largest_package(channel_dir: Path) -> int:
+    sizes = [
+        p.stat().st_size
+        for s in _subdirs(channel_dir)
+        for p in (channel_dir / s).iterdir()
+        if package_suffix(p.name) and p.is_file()
+    ]
+    return max(sizes, default=0)
+
+
 def index_channel(channel_dir: Path, *, force: bool = False, dry_run: bool = False) -> IndexResult:
     """Write repodata.json (+ .zst and shards) for every subdir of a local channel with py-rattler.
 
@@ -217,7 +245,8 @@ def index_channel(channel_dir: Path, *, force: bool = False, dry_run: bool = Fal
     with channel_lock(channel_dir):
         (channel_dir / "noarch").mkdir(exist_ok=True)  # conda channels always have noarch
         try:
-            asyncio.run(rattler.index.index_fs(channel_dir, force=full))
+            jobs = index_parallelism(_largest_package(channel_dir), _machine_ram(), os.cpu_count() or 1)
+            asyncio.run(rattler.index.index_fs(channel_dir, force=full, max_parallel=jobs))
         except Exception as exc:
             raise EnvironmentProblem(
                 f"indexing {channel_dir} failed: {exc}", "check that the directory is writable"
