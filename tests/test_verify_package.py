@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from elfkit import LIB_SRC, NVCC, USER_SRC, gcc_shared, make_package, nvcc_shared, write_metadata
+
 from condapipe.arch import parse_arch_list
 from condapipe.cli import main
 from condapipe.elf.fatbin import read_fatbin
 from condapipe.verify import verify_package
-from elfkit import LIB_SRC, NVCC, USER_SRC, gcc_shared, make_package, nvcc_shared, write_metadata
 
 BUILD = "/home/ci/conda-bld/demo_1700000000/_h_env_placehold_placehold_placehold_placehold"
 has_nvcc = pytest.mark.skipif(not Path(NVCC).exists(), reason="nvcc not installed")
@@ -229,3 +230,15 @@ def test_cli_bad_input_is_one_line_exit_2(args: list[str], message: str) -> None
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2, result.output
     assert message in result.output and len(result.output.strip().splitlines()) == 1
+
+
+@has_nvcc
+def test_cli_checks_archs_against_the_cuda_version(parts: Path, tmp_path: Path) -> None:
+    pkg = str(_package(parts, tmp_path, cuda=True))
+    ok = CliRunner().invoke(main, ["verify", pkg, "--cuda", "13.0", "--arch", "8.0", "--deep"])
+    assert ok.exit_code == 0, ok.output
+    assert "lib/libkern.so: sm_80, compute_90" in ok.output
+    too_old = CliRunner().invoke(main, ["verify", pkg, "--cuda", "13.0", "--arch", "6.0"])
+    assert too_old.exit_code == 2  # CUDA 13 cannot build sm_60
+    defaults = CliRunner().invoke(main, ["verify", pkg, "--cuda", "13.0", "--json"])
+    assert defaults.exit_code == 1  # the default CUDA 13 list asks for far more than sm_80

@@ -140,9 +140,11 @@ def _print(report: FixReport) -> None:
     summary = ", ".join(f"{n} {name}" for name, n in sorted(used.items())) or "nothing to change"
     console.print(
         f"{verb} {len(report.changed)}/{len(report.files)} ELF files ({summary}) "
-        f"in {report.elapsed_s:.2f}s" + (f" -> {report.output}" if report.output else "")
+        f"in {report.elapsed_s:.2f}s" + (f" -> {report.output}" if report.output else ""),
+        markup=False,
+        soft_wrap=True,
     )
     for v in report.vendored:
-        console.print(f"vendored {v['source']} as {v['path']}")
+        console.print(f"vendored {v['source']} as {v['path']}", markup=False, soft_wrap=True)
     for w in report.warnings:
-        err_console.print(f"warning: {w}")
+        err_console.print(f"warning: {w}", markup=False, soft_wrap=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from rich.markup import escape
+
 from condapipe.arch import ArchList, parse_arch_list
 from condapipe.errors import BuildFailed
 from condapipe.output import console, err_console, json_option, print_json
@@ -18,6 +20,11 @@ from condapipe.verify import VerifyReport, verify_package
     "arch_text",
     metavar="LIST",
     help='CUDA archs the package promises, e.g. "8.0;9.0+PTX": missing ones are errors.',
+)
+@click.option(
+    "--cuda",
+    metavar="VERSION",
+    help="CUDA version the package targets: checks --arch against it, or supplies its default arch list.",
 )
 @click.option(
     "--build-prefix",
@@ -40,6 +47,7 @@ from condapipe.verify import VerifyReport, verify_package
 def command(
     packages: tuple[Path, ...],
     arch_text: str | None,
+    cuda: str | None,
     build_prefixes: tuple[str, ...],
     dep_libs: tuple[str, ...],
     platform: str | None,
@@ -48,7 +56,13 @@ def command(
     as_json: bool,
 ) -> None:
     """Check hashes, rpaths, needed libraries and CUDA archs of each PACKAGE."""
-    archs: ArchList | None = parse_arch_list(arch_text) if arch_text else None
+    archs: ArchList | None = None
+    if arch_text:
+        archs = parse_arch_list(arch_text, cuda=cuda)
+    elif cuda and cuda != "cpu":
+        from condapipe.tables import cuda_info
+
+        archs = cuda_info(cuda).default_archs()
     reports = [
         verify_package(
             p,
@@ -76,13 +90,12 @@ def command(
 
 def _print(report: VerifyReport) -> None:
     status = "[green]ok[/green]" if report.ok else "[red]FAILED[/red]"
-    console.print(
-        f"{status} {report.package}: {report.files_checked} files hashed, {report.elf_files} ELF files"
-    )
+    summary = f"{report.package}: {report.files_checked} files hashed, {report.elf_files} ELF files"
+    console.print(f"{status} {escape(summary)}", soft_wrap=True)
     for rel, fat in sorted(report.fatbins.items()):
         archs = ", ".join([*fat["sass"], *fat["ptx"]])  # type: ignore[misc]
-        console.print(f"  {rel}: {archs}")
+        console.print(f"  {rel}: {archs}", markup=False, soft_wrap=True)
     for e in report.errors:
-        err_console.print(f"  [red]error[/red]: {e}", markup=True, highlight=False)
+        err_console.print(f"  [red]error[/red]: {escape(e)}", soft_wrap=True)
     for w in report.warnings:
-        err_console.print(f"  [yellow]warning[/yellow]: {w}")
+        err_console.print(f"  [yellow]warning[/yellow]: {escape(w)}", soft_wrap=True)
