@@ -273,7 +273,7 @@ def channel_dir_from_target(target: str) -> Path:
 
 
 def publish_local(
-    packages: Sequence[PackageInfo],
+    packages: Sequence[PackageInfo | Path],
     channel_dir: Path,
     *,
     skip_existing: bool = False,
@@ -286,10 +286,11 @@ def publish_local(
     refused unless force (replace) or skip_existing (leave it) is given.
     """
     channel_dir = Path(channel_dir)
+    infos = [p if isinstance(p, PackageInfo) else read_package_info(Path(p)) for p in packages]
     outcomes: list[FileOutcome] = []
     replaced = False
     with channel_lock(channel_dir) if not dry_run else _nothing():
-        for info in packages:
+        for info in infos:
             dest = channel_dir / info.subdir / info.filename
             target = str(dest)
             sha, _md5 = file_digests(info.path)

@@ -288,3 +288,11 @@ def test_two_publishers_at_once_both_end_up_in_the_repodata(tmp_path):
     with ThreadPoolExecutor(2) as pool:
         assert all(pool.map(publish, batches))
     assert sorted(_records(channel, "noarch")) == sorted(p.name for batch in batches for p in batch)
+
+
+def test_publish_local_takes_paths_and_reports_each_file(out, tmp_path):
+    from condapipe.channel import publish_local
+
+    outcomes, index = publish_local(sorted(out.iterdir()), tmp_path / "ch")
+    assert [o.status.value for o in outcomes] == ["uploaded"] * 3
+    assert index is not None and index.subdirs == {"linux-64": 2, "noarch": 1}
