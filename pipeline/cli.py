@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import traceback
 
 import click
 
@@ -30,23 +31,31 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 
 class _Group(click.Group):
-    """Turns CondapipeError into a one-line message and its exit code."""
+    """Turns errors into a one-line message and the right exit code (a traceback only with --debug)."""
 
     def invoke(self, ctx: click.Context) -> object:
+        debug = bool(ctx.find_root().params.get("debug"))
         try:
             return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+            raise
         except CondapipeError as exc:
-            if ctx.find_root().params.get("debug"):
-                raise
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(exc.exit_code)
-        except click.exceptions.Exit:
-            raise
-        except click.ClickException:
-            raise
+            _fail(f"error: {exc}", exc.exit_code, debug)
         except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
+            _fail("interrupted", 130, debug)
+        except OSError as exc:
+            # A file or network problem the stage did not anticipate: still one line.
+            _fail(f"error: {exc}", 1, debug)
+        except Exception as exc:
+            _fail(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)", 1, debug)
+        return None
+
+
+def _fail(message: str, code: int, debug: bool) -> None:
+    if debug:
+        traceback.print_exc()
+    click.echo(message, err=True)
+    sys.exit(code)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
