@@ -16,7 +16,7 @@ import click
 from condapipe import __version__
 from condapipe.errors import CondapipeError
 
-# Module names under condapipe.commands, in --help order.
+# Command names, each the name of its module under condapipe.commands, in --help order.
 COMMAND_MODULES: tuple[str, ...] = (
     "render",
     "build",
@@ -31,7 +31,16 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 
 class _Group(click.Group):
-    """Turns errors into a one-line message and the right exit code (a traceback only with --debug)."""
+    """Loads each command's module only when that command runs (startup stays fast), and turns
+    errors into a one-line message and the right exit code (a traceback only with --debug)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMAND_MODULES)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMAND_MODULES:
+            return None
+        return importlib.import_module(f"condapipe.commands.{cmd_name}").command
 
     def invoke(self, ctx: click.Context) -> object:
         debug = bool(ctx.find_root().params.get("debug"))
@@ -66,7 +75,3 @@ def main(ctx: click.Context, debug: bool) -> None:
     """Build custom PyTorch and magma-cuda conda packages and publish them to a channel."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
-
-
-for _name in COMMAND_MODULES:
-    main.add_command(importlib.import_module(f"condapipe.commands.{_name}").command)

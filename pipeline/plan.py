@@ -197,7 +197,7 @@ def decide(step: Step, state: StateFile, pending: set[str]) -> Decision:
     h = combine(parts)
     old = state.get(step.id)
     if old is None:
-        return Decision(True, "never finished", h)
+        return Decision(True, "not done before", h)
     if old.input_hash != h:
         return Decision(True, f"inputs changed: {', '.join(_changed_inputs(old, parts)) or 'hash'}", h)
     gone = [f.path for f in old.outputs if not f.unchanged()]

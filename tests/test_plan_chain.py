@@ -91,7 +91,7 @@ def test_a_dry_run_lists_every_step_with_its_inputs_and_changes_nothing(tmp_path
     plan = make_recipe_plan([APP], options(tmp_path), prerequisites=[LIB])
     rows = describe(plan)
     assert [r["id"] for r in rows] == [f"{k}:libcusmoke" for k in KINDS] + [f"{k}:cusmoke-app" for k in KINDS]
-    assert rows[0]["why"] == "never finished"
+    assert rows[0]["why"] == "not done before"
     assert rows[5]["why"] == "runs after publish:libcusmoke"
     assert rows[5]["inputs"]["recipe_dir"] == str(APP.resolve()) and len(rows[5]["inputs"]["recipe"]) == 64
     assert not (tmp_path / "work").exists() and not (tmp_path / "channel").exists()

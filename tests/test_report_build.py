@@ -96,7 +96,7 @@ def test_a_dry_run_prints_the_plan_with_inputs_and_reasons_and_builds_nothing(tm
     assert "runs after render:" in proc.stdout and "archs: 9.0" in proc.stdout
     as_json = json.loads(run([*SMOKE, "--dry-run", "--json"], tmp_path).stdout)
     assert [s["action"] for s in as_json["steps"]] == ["run"] * 6
-    assert as_json["steps"][0]["why"] == "never finished"
+    assert as_json["steps"][0]["why"] == "not done before"
     assert not (tmp_path / "channel").exists() and not (tmp_path / ".condapipe" / "state.json").exists()
 
 

@@ -87,7 +87,7 @@ def command(
     as_json: bool,
     **spec_params: Any,
 ) -> None:
-    """Build a package family (e.g. cuda-smoke, magma, pytorch) or a recipe directory."""
+    """Build a package family (cuda-smoke, magma, pytorch, ...) or a recipe directory."""
     recipe_dir = _recipe_dir_target(target)
     if recipe_dir is None:  # a package family: doctor, then the resumable plan (condapipe.family_build)
         from condapipe.family_build import FamilyBuild, build_family
