@@ -242,6 +242,7 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         env_by_cuda=catalog.env_by_cuda,
         build_command=_build_command(series.build_command),
         system_cudnn=bool(spec.jetson),
+        cache_key="${PKG_NAME}-${PKG_VERSION}-${build_tag}",
     )
     has_cpu = "cpu" in spec.cudas
     down = None

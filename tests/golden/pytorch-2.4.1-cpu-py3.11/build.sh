@@ -87,4 +87,39 @@ else
     fi
 fi
 
+# libtorch once, many Pythons (CONDAPIPE_COMPILE_CACHE=DIR): each Python variant is its own
+# build, but only the Python bindings differ between them. With a compile cache shared by the
+# variants of one CUDA variant, the first Python compiles the C++ core (libtorch_cpu/cuda, well
+# over 90% of the work) and the others take those objects from the cache and compile only
+# torch/csrc's bindings. Paths are hashed relative to the build root (the parent of the work
+# dir, which also holds the host prefix), so different work dirs still hit.
+if [[ -n "${CONDAPIPE_COMPILE_CACHE:-}" ]]; then
+    if ! command -v ccache > /dev/null; then
+        echo "condapipe: CONDAPIPE_COMPILE_CACHE is set but ccache is not on PATH (apt install ccache)" >&2
+        exit 1
+    fi
+    build_root="$(dirname "${SRC_DIR:-${PWD}}")"
+    if [[ "${PREFIX}" != "${build_root}"/* ]]; then
+        echo "condapipe: warning: host prefix ${PREFIX} is outside ${build_root}; fewer cache hits" >&2
+    fi
+    export CCACHE_DIR="${CONDAPIPE_COMPILE_CACHE}/${PKG_NAME}-${PKG_VERSION}-${build_tag}"
+    export CCACHE_BASEDIR="${build_root}"
+    export CCACHE_NOHASHDIR=1
+    export CCACHE_COMPILERCHECK=content
+    export CCACHE_SLOPPINESS="include_file_ctime,include_file_mtime,time_macros,pch_defines"
+    export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-60G}"
+    # CMake (>= 3.17) reads these from the environment; PyTorch's USE_CCACHE does the same.
+    export CMAKE_C_COMPILER_LAUNCHER=ccache
+    export CMAKE_CXX_COMPILER_LAUNCHER=ccache
+    export CMAKE_CUDA_COMPILER_LAUNCHER=ccache
+    export USE_CCACHE=1
+    mkdir -p "${CCACHE_DIR}"
+    ccache --zero-stats > /dev/null
+    echo "condapipe: compile cache ${CCACHE_DIR} (libtorch compiled once for all Pythons)"
+fi
+
 python setup.py install
+if [[ -n "${CONDAPIPE_COMPILE_CACHE:-}" ]]; then
+    echo "condapipe: compile cache statistics for this Python:"
+    ccache --print-stats | grep -E '^(direct_cache_hit|preprocessed_cache_hit|cache_miss)\s'
+fi
