@@ -14,7 +14,13 @@ if len(headers) != 1:
     sys.exit(f"stand-in setup.py: expected one Python include dir in {prefix}/include, found {headers}")
 build = os.path.join(here, "build")
 configure = [
-    "cmake", "-S", here, "-B", build, "-G", "Ninja",
+    "cmake",
+    "-S",
+    here,
+    "-B",
+    build,
+    "-G",
+    "Ninja",
     "-DCMAKE_BUILD_TYPE=Release",
     f"-DCMAKE_INSTALL_PREFIX={prefix}",
     f"-DPYTHON_INCLUDE_DIR={headers[0]}",
