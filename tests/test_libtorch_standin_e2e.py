@@ -7,9 +7,14 @@ the very recipe `condapipe render libtorch` writes for PyTorch: spec -> render -
 channel. The package is then installed with py-rattler into a fresh prefix elsewhere, and a C++
 user's CMake project finds it with find_package(Torch), links it and runs.
 
+With nvcc on PATH, a CUDA 13.0 libtorch is built the same way: its libtorch_cuda.so holds exactly
+the archs of --arch (checked by condapipe verify), and the magma prerequisite is skipped because
+the channel already has magma-cuda130.
+
 The recipe's build/host/run requirements (cmake, ninja, python, pyyaml, typing_extensions,
-openblas) are conda packages that cannot be downloaded here; they are published into the channel
-as empty stand-in packages (the machine's tools do the work, as in the other e2e tests).
+openblas; for CUDA also magma-cuda130 and cuda-version) are conda packages that cannot be
+downloaded here; they are published into the channel as empty stand-in packages (the machine's
+tools do the work, as in the other e2e tests).
 """
 
 from __future__ import annotations
@@ -24,13 +29,19 @@ import pytest
 from conda_package_handling import api as cph
 from e2e_helpers import build_json, install, run_clean
 
+from condapipe.arch import parse_arch_list
 from condapipe.channel import index_channel
 from condapipe.families.libtorch import build_model
 from condapipe.spec import build_spec
+from condapipe.verify import verify_package
 
 STANDIN = Path(__file__).parent / "data" / "libtorch-standin"
 TEST_PROJECT = Path(__file__).resolve().parents[1] / "recipes" / "libtorch" / "cmake_test"
 SETTINGS = {"version": "2.4.1", "cuda": ["cpu"], "blas": "openblas", "source": str(STANDIN)}
+CUDA_ARCHS = "8.0;9.0+PTX"
+CUDA_SETTINGS = {**SETTINGS, "version": "2.9.0", "cuda": ["13.0"], "arch": CUDA_ARCHS}
+# Versions the recipe's requirements ask for (the CUDA run constraint pins cuda-version 13.0).
+STUB_VERSIONS = {"python": "3.11.0", "cuda-version": "13.0"}
 
 pytestmark = [
     pytest.mark.slow,
@@ -47,7 +58,7 @@ def _stub_package(channel: Path, name: str) -> None:
     info.mkdir(parents=True)
     index = {
         "name": name,
-        "version": "3.11.0" if name == "python" else "1.0.0",
+        "version": STUB_VERSIONS.get(name, "1.0.0"),
         "build": "stub_0",
         "build_number": 0,
         "depends": [],
@@ -65,18 +76,28 @@ def _stub_package(channel: Path, name: str) -> None:
     )
 
 
-def _recipe_dependencies() -> set[str]:
-    """Every package name the libtorch recipe asks for (build, host, run, test)."""
-    model = build_model(build_spec("libtorch", dict(SETTINGS)))
+def _recipe_dependencies(settings: dict) -> set[str]:
+    """Every package name the libtorch recipe asks for (build, host, run, test), variant refs resolved."""
+    model = build_model(build_spec("libtorch", dict(settings)))
+    values = {key: vals[0] for key, vals in model.variants.keys}
     req = model.requirements
     specs = [d.spec for d in (*req.build, *req.host, *req.run)] + list(model.tests.requires)
-    return {s.split()[0] for s in specs}
+    names = set()
+    for spec in specs:
+        for key, value in values.items():
+            spec = spec.replace("{{ " + key + " }}", value)
+        names.add(spec.split()[0])
+    return names
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("libtorch-project")
-    for name in sorted(_recipe_dependencies()):
+    names = _recipe_dependencies(SETTINGS)
+    if shutil.which("nvcc"):
+        # magma-cuda130 in the channel also means the plan does not build magma first.
+        names |= _recipe_dependencies(CUDA_SETTINGS)
+    for name in sorted(names):
         _stub_package(root / "channel", name)
     index_channel(root / "channel")
     return root
@@ -170,3 +191,39 @@ def test_installed_elsewhere_a_cmake_project_finds_links_and_runs_it(installed: 
     assert compiled.returncode == 0, compiled.stdout + compiled.stderr
     proc = run_clean([build_dir / "torch_smoke"])
     assert (proc.returncode, proc.stdout) == (0, "torch_smoke: sum=6\n"), proc.stderr
+
+
+@pytest.fixture(scope="module")
+def built_cuda(project: Path) -> dict:
+    if not shutil.which("nvcc"):
+        pytest.skip("needs nvcc (CUDA 13.0) on PATH")
+    # --force: doctor rightly blocks a CUDA libtorch build without cuDNN; the stand-in links none.
+    return build_json(
+        "libtorch", "--version", "2.9.0", "--cuda", "13.0", "--arch", CUDA_ARCHS, "--blas", "openblas",
+        "--source", str(STANDIN), "--force", cwd=project,
+    )  # fmt: skip
+
+
+def test_a_cuda_libtorch_holds_exactly_the_requested_archs_and_passes_its_test(
+    project: Path, built_cuda: dict, tmp_path: Path
+) -> None:
+    (pkg,) = map(Path, built_cuda["packages"])
+    assert pkg.name.startswith("libtorch-2.9.0-cuda13.0_cudnn")
+    archs = parse_arch_list(CUDA_ARCHS, cuda="13.0")
+    report = verify_package(project / pkg, archs=archs)
+    assert report.ok, report.errors
+    fatbin = report.to_dict()["fatbins"]["lib/libtorch_cuda.so"]
+    assert (set(fatbin["sass"]), set(fatbin["ptx"])) == ({"sm_80", "sm_90"}, {"compute_90"})
+    (details,) = built_cuda["package_details"]
+    assert details["tests"].endswith("passed"), details
+    index = json.loads(_index(project / pkg, tmp_path / "x"))
+    assert "cuda-version >=13.0,<13.1" in index["depends"]
+    # magma was not built first: the channel already had the package the recipe links.
+    magma = [step for step in built_cuda["steps"] if "magma-cuda130" in step["id"]]
+    assert magma and {step["status"] for step in magma} == {"skipped"}
+    assert "not needed: magma-cuda130" in magma[0]["reason"]
+
+
+def _index(pkg: Path, dest: Path) -> str:
+    cph.extract(str(pkg), dest_dir=str(dest))
+    return (dest / "info" / "index.json").read_text()
