@@ -139,3 +139,19 @@ def test_the_users_cmake_args_come_last_and_win(tmp_path: Path) -> None:
     recipe = _render(tmp_path, "--version", "2.4.1", "--cuda", "cpu", "--blas", "openblas")
     options = _configure_standin(tmp_path, recipe, {"CMAKE_ARGS": "-DBUILD_TEST=ON -DUSE_NCCL=OFF"})
     assert (options["BUILD_TEST"], options["USE_NCCL"], options["USE_CUDA"]) == ("ON", "OFF", "0")
+
+
+def test_a_test_file_missing_from_the_recipe_is_refused(tmp_path: Path) -> None:
+    """Test files travel in the recipe dir; naming one that is not there would fail only at test time."""
+    from dataclasses import replace
+
+    from condapipe.errors import UsageError
+    from condapipe.families.libtorch import build_model
+    from condapipe.render import render_model
+    from condapipe.spec import build_spec
+
+    model = build_model(build_spec("libtorch", {"version": "2.4.1", "cuda": ["cpu"]}))
+    broken = replace(model, tests=replace(model.tests, files=("cmake_tests",)))
+    with pytest.raises(UsageError, match="test file 'cmake_tests' is not a file of the recipe"):
+        render_model(broken, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
