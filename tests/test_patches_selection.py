@@ -87,10 +87,11 @@ def test_magma_2_5_2_needs_the_pointer_attribute_fix_only_from_cuda_11():
     assert "magma-cuda11-pointer-attributes" not in ids("magma", "2.5.4", "11.8")
 
 
-def test_magma_cuda13_fix_is_not_applied_to_2_10_which_has_it():
-    assert "magma-cuda13-device-clock-rate" in ids("magma", "2.9.0", "13.0")
-    assert "magma-cuda13-device-clock-rate" not in ids("magma", "2.10.0", "13.0")
-    assert "magma-cuda13-device-clock-rate" not in ids("magma", "2.9.0", "12.9")
+def test_magma_cuda13_fix_matches_each_layout_and_is_not_applied_to_2_10_which_has_it():
+    assert "magma-cuda13-device-clock-rate-2.6" in ids("magma", "2.6.1", "13.0")
+    assert "magma-cuda13-device-clock-rate-2.6.2" in ids("magma", "2.9.0", "13.0")
+    assert not [i for i in ids("magma", "2.10.0", "13.0") if "cuda13" in i]
+    assert not [i for i in ids("magma", "2.9.0", "12.9") if "cuda13" in i]
 
 
 def test_packages_without_entries_get_nothing():
