@@ -30,6 +30,7 @@ CONFIG = "config"  # entries without a patch file: nothing to check in the tree
 _HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _FAILED_RE = re.compile(r"Hunk #(\d+) FAILED at (\d+)")
 _CHECKING_RE = re.compile(r"^(?:checking|patching) file (.+)$")
+_OFFSET_RE = re.compile(r"succeeded at \d+ \(offset (-?\d+) lines?\)")
 
 
 @dataclass(frozen=True)
@@ -151,8 +152,7 @@ def check_patch(entry: PatchEntry, workdir: Path) -> CheckResult:
     ok, output = _run_patch(entry.patch_file, workdir, reverse=False, dry_run=True)
     if ok:
         _run_patch(entry.patch_file, workdir, reverse=False, dry_run=False)
-        offsets = [ln.strip() for ln in output.splitlines() if "succeeded at" in ln]
-        return CheckResult(entry.id, APPLIES, "; ".join(offsets))
+        return CheckResult(entry.id, APPLIES, _offsets(output))
     rev_ok, _ = _run_patch(entry.patch_file, workdir, reverse=True, dry_run=True)
     if rev_ok:
         return CheckResult(entry.id, ALREADY_APPLIED, "the source already contains this change")
@@ -188,6 +188,15 @@ def check_entries(entries: Sequence[PatchEntry], source: Path) -> list[CheckResu
             else:
                 results.append(check_patch(entry, work))
     return results
+
+
+def _offsets(output: str) -> str:
+    """'3 hunks moved by -165 lines' when upstream code moved (the patch still applies exactly)."""
+    moved = [int(m.group(1)) for m in _OFFSET_RE.finditer(output)]
+    if not moved:
+        return ""
+    amounts = ", ".join(f"{n:+d}" for n in sorted(set(moved)))
+    return f"{len(moved)} hunk{'s' if len(moved) > 1 else ''} moved by {amounts} lines"
 
 
 def _env_text(entry: PatchEntry) -> str:

@@ -88,7 +88,7 @@ def test_a_moved_hunk_still_applies_and_the_offset_is_reported(tmp_path, catalog
     src = write_tree(tmp_path / "src", {"src/kernel.c": moved})
     (result,) = check_entries(catalog.entries[:1], src)
     assert result.status == APPLIES
-    assert "offset 4 lines" in result.detail
+    assert result.detail == "2 hunks moved by +4 lines"
 
 
 def test_a_missing_target_file_fails_with_its_path(tmp_path, catalog):
