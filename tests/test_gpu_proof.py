@@ -79,6 +79,11 @@ def test_the_verify_gate_wants_the_gate_archs_sass(arch_list: str, accepted: boo
             "cuda-smoke: no GPU available (cudaGetDeviceCount: no CUDA-capable device is detected)",
             "no-gpu",
         ),
+        (
+            1,
+            "cuda-smoke: FAILED on X (sm_90): saxpy kernel: PTX JIT compilation was disabled",
+            "jit-disabled",
+        ),
         (1, "cuda-smoke: FAILED on X (sm_90): checksum 3.0 != expected 4.0", "error"),
         (0, "", "error"),  # exit 0 without the OK line proves nothing
     ],
