@@ -29,6 +29,7 @@ from ruamel.yaml.error import YAMLError
 from condapipe.errors import UsageError
 
 KINDS: tuple[str, ...] = ("patch", "config")
+ANY_BOARD: object = object()  # applicable(board=...) left out: the build's Jetson board is unknown
 PLATFORMS: tuple[str, ...] = ("linux-64", "linux-aarch64")
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 _ENV_RE = re.compile(r"^[A-Z_][A-Z0-9_]*$")
@@ -46,6 +47,7 @@ _ENTRY_KEYS = frozenset(
         "upstream",
         "env",
         "checked_on",
+        "boards",
     }
 )
 
@@ -66,10 +68,25 @@ class PatchEntry:
     upstream: str  # where the problem is documented upstream (issue / PR)
     env: tuple[tuple[str, str], ...] = ()  # kind "config": variables render emits
     checked_on: tuple[str, ...] = ()  # upstream versions the patch was checked against
+    boards: tuple[str, ...] = ()  # Jetson boards only ("*" = any board); () = not board-specific
 
-    def matches(self, package: str, version: Version, cuda: Version | None, platform: str) -> bool:
-        """True when this entry applies to a build of `package` `version` with `cuda` on `platform`."""
+    def matches(
+        self,
+        package: str,
+        version: Version,
+        cuda: Version | None,
+        platform: str,
+        board: str | object | None = ANY_BOARD,
+    ) -> bool:
+        """True when this entry applies to a build of `package` `version` with `cuda` on `platform`.
+
+        `board` is the Jetson board of the build or None for any other machine; left out, the
+        board is unknown and board-specific entries are selected by platform alone.
+        """
         if package != self.package or platform not in self.platforms:
+            return False
+        on_listed_board = board is not None and ("*" in self.boards or board in self.boards)
+        if self.boards and board is not ANY_BOARD and not on_listed_board:
             return False
         if not SpecifierSet(self.versions).contains(version, prereleases=True):
             return False
@@ -92,6 +109,7 @@ class PatchEntry:
             "upstream": self.upstream,
             "env": dict(self.env),
             "checked_on": list(self.checked_on),
+            "boards": list(self.boards),
         }
 
 
@@ -209,6 +227,11 @@ def _parse_entry(raw: object, index: int, root: Path) -> PatchEntry:
         raise UsageError(f"patch catalog {where}: kind 'config' has no patch file or targets")
     elif not env:
         raise UsageError(f"patch catalog {where}: kind 'config' needs 'env'")
+    boards = str_list("boards")
+    if boards and any(p != "linux-aarch64" for p in platforms):
+        raise UsageError(
+            f"patch catalog {where}: entries for Jetson boards are for platform linux-aarch64 only"
+        )
     checked_on = str_list("checked_on")
     for v in checked_on:
         try:
@@ -228,6 +251,7 @@ def _parse_entry(raw: object, index: int, root: Path) -> PatchEntry:
         upstream=text("upstream"),
         env=env,
         checked_on=checked_on,
+        boards=boards,
     )
 
 
@@ -276,6 +300,13 @@ def check_consistency(catalog: Catalog) -> list[str]:
         elif set(targets) != set(entry.target_files):
             declared, edited = sorted(entry.target_files), sorted(targets)
             problems.append(f"{entry.id}: targets {declared} differ from what {pf.name} edits {edited}")
+    known_boards = _jetson_boards()
+    for entry in catalog.entries:
+        unknown = [b for b in entry.boards if b != "*" and known_boards and b not in known_boards]
+        if unknown:
+            problems.append(
+                f"{entry.id}: unknown Jetson board {unknown[0]!r} (known: {', '.join(known_boards)})"
+            )
     by_name: dict[tuple[str, str], str] = {}
     for entry in catalog.entries:
         if entry.patch_file is not None:
@@ -299,9 +330,20 @@ def check_consistency(catalog: Catalog) -> list[str]:
     return problems
 
 
+def _jetson_boards() -> tuple[str, ...]:
+    """Board names of condapipe.jetson (empty when that table is not available)."""
+    try:
+        from condapipe import jetson
+    except ImportError:
+        return ()
+    return tuple(jetson.boards())
+
+
 def overlap(a: PatchEntry, b: PatchEntry) -> bool:
     """True when some build (version, CUDA, platform) selects both entries."""
     if a.package != b.package or not set(a.platforms) & set(b.platforms):
+        return False
+    if a.boards and b.boards and "*" not in a.boards + b.boards and not set(a.boards) & set(b.boards):
         return False
     if not _ranges_meet(a.versions, b.versions):
         return False
@@ -352,19 +394,22 @@ def applicable(
     cuda: str | None,
     platform: str,
     *,
+    board: str | object | None = ANY_BOARD,
     catalog: Catalog | None = None,
 ) -> list[PatchEntry]:
     """The entries that apply to one build, in catalog order (the order patches are applied).
 
     `cuda` is a version like "11.8", or None / "cpu" for a CPU build (entries with a CUDA range
-    never apply to those). Raises UsageError for an invalid version or unknown platform.
+    never apply to those). `board` is the Jetson board ("tx2", ...) or None for a build that is
+    not for a Jetson (e.g. an aarch64 server); left out, Jetson entries follow the platform.
+    Raises UsageError for an invalid version or unknown platform.
     """
     cat = catalog if catalog is not None else load_catalog()
     if platform not in PLATFORMS:
         raise UsageError(f"unknown platform {platform!r}; choose one of {', '.join(PLATFORMS)}")
     v = parse_version(version)
     c = _cuda_version(cuda)
-    return [e for e in cat.entries if e.matches(package, v, c, platform)]
+    return [e for e in cat.entries if e.matches(package, v, c, platform, board)]
 
 
 def config_env(entries: Iterable[PatchEntry]) -> dict[str, str]:

@@ -100,6 +100,15 @@ def test_unknown_keys_and_platforms_are_refused(tmp_path):
         load_catalog(index)
 
 
+def test_board_entries_must_name_known_jetson_boards_on_aarch64(tmp_path):
+    bad = entry("x", kind="config", env={"A": "1"}, platforms=["linux-aarch64"], boards=["tx9"])
+    with pytest.raises(UsageError, match="unknown Jetson board 'tx9'"):
+        load_catalog(write_catalog(tmp_path / "a", [bad]))
+    x86 = entry("x", kind="config", env={"A": "1"}, boards=["tx2"])
+    with pytest.raises(UsageError, match="entries for Jetson boards are for platform linux-aarch64 only"):
+        load_catalog(write_catalog(tmp_path / "b", [x86]))
+
+
 def test_duplicate_ids_are_refused(tmp_path):
     e = entry("same", kind="config", env={"A": "1"})
     with pytest.raises(UsageError, match="duplicate id 'same'"):
@@ -135,6 +144,8 @@ def test_different_values_for_disjoint_builds_are_not_a_contradiction(tmp_path):
         entry("x86", kind="config", env={"USE_Y": "1"}, platforms=["linux-64"]),
         entry("cu11", kind="config", env={"USE_Z": "0"}, cuda="<12"),
         entry("cu12", kind="config", env={"USE_Z": "1"}, cuda=">=12"),
+        entry("tx2", kind="config", env={"T": "512"}, platforms=["linux-aarch64"], boards=["tx2"]),
+        entry("orin", kind="config", env={"T": "1024"}, platforms=["linux-aarch64"], boards=["orin"]),
     ]
     assert [e.id for e in load_catalog(write_catalog(tmp_path, entries)).entries] == [
         "old",
@@ -143,6 +154,8 @@ def test_different_values_for_disjoint_builds_are_not_a_contradiction(tmp_path):
         "x86",
         "cu11",
         "cu12",
+        "tx2",
+        "orin",
     ]
 
 

@@ -186,12 +186,24 @@ def test_cli_list_explains_what_applies_and_why():
 
 
 def test_cli_list_json_has_patch_paths_and_env():
-    res = run("list", "--for", "pytorch==1.8.0", "--cuda", "10.2", "--platform", "linux-aarch64", "--json")
+    res = run("list", "--for", "pytorch==1.8.0", "--cuda", "10.2", "--jetson", "tx2", "--json")
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     entries = {e["id"]: e for e in data["entries"]}
     assert entries["pytorch-jetson-no-nccl"]["env"] == {"USE_NCCL": "0"}
     assert Path(entries["pytorch-jetson-cuda-num-threads-512"]["patch_file"]).is_file()
+
+
+def test_cli_list_for_a_jetson_board_and_for_an_aarch64_server():
+    tx2 = run("list", "--for", "pytorch==1.10.0", "--cuda", "10.2", "--jetson", "tx2", "--json")
+    server = run(
+        "list", "--for", "pytorch==1.10.0", "--cuda", "10.2", "--platform", "linux-aarch64", "--json"
+    )
+    assert tx2.exit_code == 0 and server.exit_code == 0
+    tx2_ids = {e["id"] for e in json.loads(tx2.stdout)["entries"]}
+    server_ids = {e["id"] for e in json.loads(server.stdout)["entries"]}
+    assert {"pytorch-jetson-no-nccl", "pytorch-jetson-cuda-num-threads-512"} <= tx2_ids
+    assert not {i for i in server_ids if "jetson" in i}
 
 
 def test_cli_list_without_for_shows_the_whole_catalog():

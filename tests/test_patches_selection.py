@@ -40,6 +40,19 @@ def test_jetson_gets_no_nccl_and_512_threads_on_pytorch_1x_with_cuda_10():
     assert [p.name for p in patch_files(selected)] == ["cuda-num-threads-512-jetson.patch"]
 
 
+def test_jetson_fixes_follow_the_board_when_the_caller_names_it():
+    def on(board):
+        return [e.id for e in applicable("pytorch", "1.10.0", "10.2", "linux-aarch64", board=board)]
+
+    assert "pytorch-jetson-cuda-num-threads-512" in on("tx2")
+    assert "pytorch-jetson-cuda-num-threads-512" in on("nano")
+    # Xavier allows 64K registers per block: NCCL stays off, 1024 threads stay.
+    assert "pytorch-jetson-cuda-num-threads-512" not in on("xavier")
+    assert "pytorch-jetson-no-nccl" in on("xavier")
+    # An aarch64 server (Grace, SBSA) is not a Jetson: it keeps NCCL.
+    assert [i for i in on(None) if "jetson" in i] == []
+
+
 def test_the_same_build_on_x86_gets_neither_jetson_fix():
     assert ids("pytorch", "1.8.0", "10.2", "linux-64") == ["pytorch-cmake4-policy-minimum"]
 

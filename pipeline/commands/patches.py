@@ -26,7 +26,9 @@ def _parse_for(text: str) -> tuple[str, str | None]:
     return name, None
 
 
-def _select(catalog: Catalog, target: str | None, cuda: str | None, platform: str) -> list[PatchEntry]:
+def _select(
+    catalog: Catalog, target: str | None, cuda: str | None, platform: str, board: str | None
+) -> list[PatchEntry]:
     if target is None:
         return list(catalog.entries)
     package, version = _parse_for(target)
@@ -35,7 +37,9 @@ def _select(catalog: Catalog, target: str | None, cuda: str | None, platform: st
         raise UsageError(f"no patches are catalogued for {package!r}; known packages: {known}")
     if version is None:
         return [e for e in catalog.entries if e.package == package]
-    return applicable(package, version, cuda, platform, catalog=catalog)
+    if board is not None:
+        platform = "linux-aarch64"
+    return applicable(package, version, cuda, platform, board=board, catalog=catalog)
 
 
 def _scope(entry: PatchEntry) -> str:
@@ -61,6 +65,13 @@ _cuda = click.option("--cuda", default="cpu", show_default=True, help="CUDA vers
 _platform = click.option(
     "--platform", type=click.Choice(PLATFORMS), default="linux-64", show_default=True, help="Target platform."
 )
+_jetson = click.option(
+    "--jetson",
+    "board",
+    metavar="BOARD",
+    default=None,
+    help="A build for this Jetson board (nano, tx2, xavier, orin); implies linux-aarch64.",
+)
 _catalog = click.option(
     "--catalog",
     "catalog_path",
@@ -79,12 +90,15 @@ def command() -> None:
 @_for
 @_cuda
 @_platform
+@_jetson
 @_catalog
 @json_option
-def list_cmd(target: str | None, cuda: str, platform: str, catalog_path: Path | None, as_json: bool) -> None:
+def list_cmd(
+    target: str | None, cuda: str, platform: str, board: str | None, catalog_path: Path | None, as_json: bool
+) -> None:
     """Show the catalog, or what applies to one build and why."""
     catalog = load_catalog(catalog_path)
-    entries = _select(catalog, target, cuda, platform)
+    entries = _select(catalog, target, cuda, platform, board)
     if as_json:
         print_json(
             {"for": target, "cuda": cuda, "platform": platform, "entries": [e.to_dict() for e in entries]}
@@ -109,10 +123,17 @@ def list_cmd(target: str | None, cuda: str, platform: str, catalog_path: Path | 
 @_for
 @_cuda
 @_platform
+@_jetson
 @_catalog
 @json_option
 def check_cmd(
-    source: Path, target: str | None, cuda: str, platform: str, catalog_path: Path | None, as_json: bool
+    source: Path,
+    target: str | None,
+    cuda: str,
+    platform: str,
+    board: str | None,
+    catalog_path: Path | None,
+    as_json: bool,
 ) -> None:
     """Dry-run every applicable patch against a source tree: applies / already applied / fails."""
     if target is None or _parse_for(target)[1] is None:
@@ -120,7 +141,7 @@ def check_cmd(
     if not source.is_dir():
         raise UsageError(f"--source {source} is not a directory")
     catalog = load_catalog(catalog_path)
-    entries = _select(catalog, target, cuda, platform)
+    entries = _select(catalog, target, cuda, platform, board)
     results = check_entries(entries, source)
     failed = [r for r in results if r.status == FAILS]
     if as_json:
