@@ -69,12 +69,14 @@ def test_both_formats_render_for_aarch64_without_mkl_magma_or_cuda_packages(
     ("args", "patched"),
     [
         (("--jetson", "tx2"), True),  # 1.10 on JetPack 4.6 (CUDA 10.2)
-        (("--jetson", "xavier", "--cuda", "10.2", "--version", "1.13.1", "--python", "3.8"), True),
+        (("--jetson", "nano", "--version", "1.8.0"), True),
+        # Xavier allows 64K registers per block: same JetPack and PyTorch, no patch.
+        (("--jetson", "xavier", "--cuda", "10.2", "--version", "1.13.1", "--python", "3.8"), False),
         (("--jetson", "xavier"), False),  # 2.0 on JetPack 5.1 (CUDA 11.4)
         (("--jetson", "orin"), False),
     ],
 )
-def test_the_cuda_num_threads_patch_goes_to_1x_builds_on_cuda_10(
+def test_the_cuda_num_threads_patch_goes_to_tx1_tx2_era_boards_on_1x(
     args: tuple[str, ...], patched: bool, tmp_path: Path
 ) -> None:
     recipe = _render(tmp_path, "pytorch", *args)
@@ -171,5 +173,7 @@ def test_an_aarch64_server_build_has_no_magma_but_keeps_its_cuda_package(tmp_pat
     meta = v0_meta(recipe, "linux-aarch64", variant)
     assert not [n for n in _names(meta["requirements"]["host"]) if n.startswith("magma")]
     assert "cuda-version" in _names(meta["requirements"]["run"])
-    assert 'export USE_MAGMA="0"' in (recipe / "build.sh").read_text()
-    assert "CUDA_HOME" not in (recipe / "build.sh").read_text()
+    build_sh = (recipe / "build.sh").read_text()
+    assert 'export USE_MAGMA="0"' in build_sh
+    assert "CUDA_HOME" not in build_sh
+    assert "USE_NCCL" not in build_sh  # NCCL works on aarch64 servers; only Jetson boards lack it

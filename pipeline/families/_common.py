@@ -14,10 +14,11 @@ from importlib import resources
 from typing import Any
 
 import jinja2
+from ruamel.yaml import YAML
+
 from condapipe.errors import UsageError
 from condapipe.recipe_model import ALWAYS, Patch, Variants, When
 from condapipe.spec import BuildSpec
-from ruamel.yaml import YAML
 
 
 @cache
@@ -72,7 +73,8 @@ def select_catalog(spec: BuildSpec, package: str, versions: dict[str, str]) -> C
     entries: dict[str, Any] = {}
     where: dict[str, list[str]] = {}
     for cuda in all_cudas:
-        for entry in applicable(package, versions[cuda], cuda, spec.platform):
+        # board: Jetson-only entries apply to that board's builds, never to other aarch64 builds.
+        for entry in applicable(package, versions[cuda], cuda, spec.platform, board=spec.jetson):
             if entry.id not in entries:
                 order.append(entry.id)
                 entries[entry.id] = entry
