@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from condapipe.elf.patchers import RPATH, Change, PatchError, apply_change
-from condapipe.elf.reader import ElfFile, NotElf, is_elf
+from condapipe.elf.reader import DT_RPATH, DT_RUNPATH, ElfFile, NotElf, is_elf
 from condapipe.elf.rpath import RpathRules, decide, rules_for
 from condapipe.errors import BuildFailed, UsageError
 from condapipe.package_io import (
@@ -199,9 +199,8 @@ def _fix_one(
     old = info.rpath if info.rpath is not None else info.runpath
     decision = decide(rel, old, options.rules, prefixes=prefixes)
     replaced = [(n, mapping[n]) for n in info.needed if n in mapping]
-    has_right_tag = (
-        (15 in tags and 29 not in tags) if options.tag == RPATH else (29 in tags and 15 not in tags)
-    )
+    want, other = (DT_RPATH, DT_RUNPATH) if options.tag == RPATH else (DT_RUNPATH, DT_RPATH)
+    has_right_tag = want in tags and other not in tags
     record = FileFix(rel, old, decision.value, options.tag, replaced)
     if decision.value == (old or "") and has_right_tag and not replaced:
         return record, list(decision.warnings)

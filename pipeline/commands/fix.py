@@ -108,7 +108,7 @@ def command(
         if target.is_dir():
             if output_dir:
                 raise UsageError("--output-dir applies to package files, not to a prefix folder")
-            report = fix_prefix(target, options, prefixes=(str(target.resolve()),))
+            report = fix_prefix(target, options, prefixes=(str(target.absolute()), str(target.resolve())))
         elif str(target).endswith(FORMATS):
             report = fix_package(target, options, output_dir=output_dir, pack_options=pack_options)
         elif not target.exists():
