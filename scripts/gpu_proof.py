@@ -114,6 +114,7 @@ class Case:
     build: str = ""  # "ok (12.3 s, test passed)" or "exit N: message"
     build_seconds: float = 0.0
     rebuilt_without_test: bool = False
+    first_build: str = ""  # the build with tests, when it failed and the package was rebuilt
     package: str = ""
     fatbin: str = ""  # SASS/PTX of lib/libcuda_smoke.so as `condapipe verify --json` reports it
     gate: str = ""  # "accepted" / "rejected: ..."
@@ -154,7 +155,13 @@ def build(case: Case, cfg: dict, work: Path, no_test: bool) -> dict | None:
     if code == 0:
         result = json.loads(out)
         (details,) = result["package_details"]
-        case.build = f"ok ({secs:.1f} s, test {details.get('tests') or 'skipped'})"
+        steps = {s["kind"]: s["status"] for s in result.get("steps", [])}
+        reused = (
+            "; engine step reused: same inputs as an earlier case"
+            if steps.get("build") == "unchanged"
+            else ""
+        )
+        case.build = f"ok ({secs:.1f} s, test {details.get('tests') or 'skipped'}{reused})"
         return result
     case.build = f"exit {code}: {last_line(err)}"
     logs = [p for p in (work / "condapipe-work" / "logs").glob("*.log") if p.stat().st_mtime >= started - 1]
@@ -195,6 +202,7 @@ def run_case(case: Case, cfg: dict, work: Path, gpu: tuple[int, int] | None, nat
     if result is None and gpu is not None and case.arch != "native":
         # The package test launched the kernel and failed; get the package to show the next steps.
         case.rebuilt_without_test = True
+        case.first_build = case.build
         result = build(case, cfg, work, no_test=True)
     if result is None:
         return
@@ -283,7 +291,10 @@ COLUMNS = (
     ("case", lambda c: c.name),
     ("--arch", lambda c: c.arch),
     ("resolved", lambda c: c.resolved or "-"),
-    ("build + package test", lambda c: c.build + (" → rebuilt --no-test" if c.rebuilt_without_test else "")),
+    (
+        "build + package test",
+        lambda c: f"{c.first_build} → rebuilt --no-test: {c.build}" if c.first_build else c.build,
+    ),
     ("fatbin (verify)", lambda c: c.fatbin or "-"),
     ("verify --arch gate", lambda c: c.gate or "-"),
     ("upload", lambda c: c.upload or "-"),
