@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from conda_package_handling import api as cph
+from elfkit import LIB_SRC, gcc_exe, gcc_shared, make_package, readelf_dynamic, sha256, write_metadata
+
 from condapipe.cli import main
 from condapipe.elf.reader import read_dynamic
 from condapipe.elf.rpath import rules_for
 from condapipe.fix import FixOptions, fix_package, fix_package_file, fix_prefix, vendored_name
 from condapipe.package_io import read_index
 from condapipe.verify import verify_package
-from elfkit import LIB_SRC, gcc_exe, gcc_shared, make_package, readelf_dynamic, sha256, write_metadata
 
 PREFIX = "/home/ci/conda-bld/torch_1700000000/_h_env_placehold_placehold_placehold_placehold_placehold"
 SP = "lib/python3.11/site-packages/torch"
@@ -68,6 +69,7 @@ def torch_tree(tmp_path_factory: pytest.TempPathFactory, external: Path) -> Path
     (root / SP / "__init__.py").write_text("from . import _C\n")
     os.chmod(root / SP / "__init__.py", 0o644)
     (root / "lib" / "libc10.so").symlink_to("python3.11/site-packages/torch/lib/libc10.so")
+    os.link(lib / "libc10.so", lib / "libc10_alias.so")  # a hard-linked ELF: patched once, hashed twice
     (root / "share" / "doc").mkdir(parents=True)
     (root / "share" / "doc" / "LICENSE").write_text("BSD\n")
     os.link(root / "share" / "doc" / "LICENSE", root / "share" / "doc" / "COPYING")
@@ -128,6 +130,9 @@ def test_repacked_package_keeps_format_modes_links_and_verifies(
     assert stat.S_IMODE((out / SP / "__init__.py").stat().st_mode) == 0o644
     assert os.readlink(out / "lib" / "libc10.so") == "python3.11/site-packages/torch/lib/libc10.so"
     assert (out / "share/doc/LICENSE").stat().st_ino == (out / "share/doc/COPYING").stat().st_ino
+    alias = out / SP / "lib" / "libc10_alias.so"
+    assert alias.stat().st_ino == (out / SP / "lib" / "libc10.so").stat().st_ino
+    assert read_dynamic(alias).rpath == "$ORIGIN:$ORIGIN/../../../.."
     paths = {e["_path"]: e for e in json.loads((out / "info/paths.json").read_text())["paths"]}
     for rel in ("bin/torch-tool", f"{SP}/lib/libtorch.so"):
         assert paths[rel]["sha256"] == sha256(out / rel)
@@ -148,7 +153,7 @@ def test_fixing_twice_changes_nothing_the_second_time(torch_pkg: Path, external:
 def test_dry_run_reports_changes_but_writes_nothing(torch_pkg: Path, external: Path) -> None:
     before = sha256(torch_pkg)
     report = fix_package(torch_pkg, _options(external, dry_run=True))
-    assert len(report.changed) == 4 and report.output is None
+    assert len(report.changed) == 4 and report.output is None  # the hard-linked alias counts once
     assert sha256(torch_pkg) == before
     assert not list(torch_pkg.parent.glob(".condapipe-fix-*"))
 
