@@ -24,6 +24,7 @@ from condapipe.elf.rpath import RpathRules, decide, rules_for
 from condapipe.errors import BuildFailed, UsageError
 from condapipe.package_io import (
     PackOptions,
+    Progress,
     file_digest,
     load_paths_json,
     pack,
@@ -271,6 +272,7 @@ def fix_package(
     output_dir: Path | None = None,
     pack_options: PackOptions | None = None,
     work_dir: Path | None = None,
+    progress: Progress | None = None,
 ) -> FixReport:
     """Fix a `.conda` / `.tar.bz2`; the result replaces it atomically (or goes to `output_dir`)."""
     start = time.monotonic()
@@ -301,7 +303,7 @@ def fix_package(
                     all_changed.append(alias)
             added = [v["path"] for v in report.vendored]
             update_paths_json(root, all_changed, added, digests)
-            pack(root, out_path, pack_options)
+            pack(root, out_path, pack_options, progress=progress)
             report.output = str(out_path)
         else:
             report.output = str(path)

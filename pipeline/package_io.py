@@ -15,7 +15,7 @@ import os
 import stat
 import tarfile
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -237,32 +237,48 @@ def _normalise(info: tarfile.TarInfo) -> tarfile.TarInfo:
     return info
 
 
-def _write_tar(fileobj: Any, root: Path, members: list[str]) -> None:
-    with tarfile.TarFile(fileobj=fileobj, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        tar.copybufsize = _COPY_CHUNK
-        for rel in members:
-            tar.add(root / rel, arcname=rel, recursive=False, filter=_normalise)
+Progress = Callable[[int, int], None]  # (bytes just added, total bytes)
 
 
-def pack(root: Path, out_path: Path, options: PackOptions | None = None) -> Path:
-    """Pack the unpacked package at `root` into `out_path` (format from its name), atomically."""
+def _add_all(
+    tar: tarfile.TarFile, root: Path, members: list[str], progress: Progress | None, total: int
+) -> None:
+    tar.copybufsize = _COPY_CHUNK
+    for rel in members:
+        tar.add(root / rel, arcname=rel, recursive=False, filter=_normalise)
+        if progress is not None:
+            progress(_member_bytes(root / rel), total)
+
+
+def _member_bytes(path: Path) -> int:
+    st = path.lstat()
+    return st.st_size if stat.S_ISREG(st.st_mode) else 0
+
+
+def pack(
+    root: Path, out_path: Path, options: PackOptions | None = None, *, progress: Progress | None = None
+) -> Path:
+    """Pack the unpacked package at `root` into `out_path` (format from its name), atomically.
+
+    `progress`, when given, is called after each member with its size and the total, so a
+    caller can show how far a multi-minute level-19 compression has come.
+    """
     options = options or PackOptions()
     fmt = package_format(out_path)
     info, other = member_list(root)
     if "info/index.json" not in info:
         raise UsageError(f"{root}: not an unpacked package (no info/index.json)")
+    total = sum(_member_bytes(root / rel) for rel in (*info, *other)) if progress else 0
     out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_path.with_name(f".{out_path.name}.tmp-{os.getpid()}")
     try:
         if fmt == CONDA:
-            _pack_conda(root, tmp, package_stem(out_path), info, other, options)
+            _pack_conda(root, tmp, package_stem(out_path), (info, other), options, (progress, total))
         else:
             with tarfile.open(
                 tmp, "w:bz2", compresslevel=options.bz2_level, format=tarfile.PAX_FORMAT
             ) as tar:
-                tar.copybufsize = _COPY_CHUNK
-                for rel in [*info, *other]:  # info/ first: readers find metadata early
-                    tar.add(root / rel, arcname=rel, recursive=False, filter=_normalise)
+                _add_all(tar, root, [*info, *other], progress, total)  # info/ first: found early
         os.replace(tmp, out_path)
     except OSError as exc:
         raise BuildFailed(f"cannot write {out_path}: {exc}") from exc
@@ -272,17 +288,24 @@ def pack(root: Path, out_path: Path, options: PackOptions | None = None) -> Path
 
 
 def _pack_conda(
-    root: Path, out: Path, stem: str, info: list[str], other: list[str], options: PackOptions
+    root: Path,
+    out: Path,
+    stem: str,
+    members: tuple[list[str], list[str]],
+    options: PackOptions,
+    report: tuple[Progress | None, int],
 ) -> None:
     # Same layout as conda-package-handling: metadata.json, the pkg component, then info.
+    info, other = members
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
         zf.writestr("metadata.json", json.dumps({"conda_pkg_format_version": 2}))
-        for component, members in (("pkg", other), ("info", info)):
+        for component, names in (("pkg", other), ("info", info)):
             zinfo = zipfile.ZipInfo(f"{component}-{stem}.tar.zst", date_time=(1980, 1, 1, 0, 0, 0))
             zinfo.external_attr = (stat.S_IFREG | 0o644) << 16
             cctx = zstandard.ZstdCompressor(level=options.zstd_level, threads=options.zstd_threads())
             with (
                 zf.open(zinfo, "w", force_zip64=True) as raw,
                 cctx.stream_writer(raw, closefd=False) as zw,
+                tarfile.TarFile(fileobj=zw, mode="w", format=tarfile.PAX_FORMAT) as tar,
             ):
-                _write_tar(zw, root, members)
+                _add_all(tar, root, names, *report)

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from elfkit import LIB_SRC, MAIN_SRC, USER_SRC, gcc_exe, gcc_shared, readelf_dynamic
+
 from condapipe.elf.patchers import (
     RUNPATH,
     Change,
@@ -19,7 +21,6 @@ from condapipe.elf.patchers import (
 )
 from condapipe.elf.reader import ElfFile, read_dynamic
 from condapipe.errors import UsageError
-from elfkit import LIB_SRC, MAIN_SRC, USER_SRC, gcc_exe, gcc_shared, readelf_dynamic
 
 BUILD_PREFIX = "/tmp/build/_h_env_placehold_placehold_placehold_placehold/lib"
 PATCHERS = ("in-place", "lief", "patchelf")
@@ -179,3 +180,15 @@ def test_unknown_patcher_name_is_a_usage_error() -> None:
         get_patcher("sed")
     with pytest.raises(UsageError):
         Change(rpath="$ORIGIN", tag="both")
+
+
+@pytest.mark.parametrize("patcher", PATCHERS)
+def test_read_only_libraries_are_patched_and_stay_read_only(
+    built: Path, tmp_path: Path, patcher: str
+) -> None:
+    d = _copy(built, tmp_path)
+    lib = d / "libgreet.so"
+    lib.chmod(0o444)
+    apply_change(lib, Change(rpath="$ORIGIN"), patcher)
+    assert read_dynamic(lib).rpath == "$ORIGIN"
+    assert lib.stat().st_mode & 0o777 == 0o444

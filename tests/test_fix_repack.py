@@ -111,3 +111,18 @@ def test_bad_packages_are_usage_errors(tmp_path: Path, name: str, content: bytes
         read_index(bad)
     with pytest.raises(UsageError, match=message):
         unpack(bad, tmp_path / "out")
+
+
+@pytest.mark.parametrize("ext", [".conda", ".tar.bz2"])
+def test_progress_reports_every_byte_once(tree: Path, tmp_path: Path, ext: str) -> None:
+    seen: list[tuple[int, int]] = []
+    pack(
+        tree,
+        tmp_path / f"demo-1.0-0{ext}",
+        PackOptions(zstd_level=1),
+        progress=lambda n, t: seen.append((n, t)),
+    )
+    regular = [p for p in tree.rglob("*") if p.is_file() and not p.is_symlink()]
+    total = sum(p.stat().st_size for p in regular)
+    assert {t for _n, t in seen} == {total}
+    assert sum(n for n, _t in seen) == total

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
+from rich.progress import Progress as RichProgress
 from rich.table import Table
 
 from condapipe.elf.patchers import PATCHER_NAMES, RPATH, RUNPATH
@@ -13,7 +16,7 @@ from condapipe.elf.rpath import families, rules_for
 from condapipe.errors import BuildFailed, UsageError
 from condapipe.fix import FixOptions, FixReport, fix_package, fix_prefix
 from condapipe.output import console, dry_run_option, err_console, json_option, print_json
-from condapipe.package_io import FORMATS, PackOptions
+from condapipe.package_io import FORMATS, PackOptions, Progress
 
 
 @click.command("fix")
@@ -110,7 +113,10 @@ def command(
                 raise UsageError("--output-dir applies to package files, not to a prefix folder")
             report = fix_prefix(target, options, prefixes=(str(target.absolute()), str(target.resolve())))
         elif str(target).endswith(FORMATS):
-            report = fix_package(target, options, output_dir=output_dir, pack_options=pack_options)
+            with _packing_progress(target.name, enabled=not as_json and not dry_run) as progress:
+                report = fix_package(
+                    target, options, output_dir=output_dir, pack_options=pack_options, progress=progress
+                )
         elif not target.exists():
             raise UsageError(f"{target}: no such file or directory")
         else:
@@ -124,6 +130,22 @@ def command(
     failed = [r for r in reports if not r.ok]
     if failed:
         raise BuildFailed(f"fix failed for {failed[0].target}", diagnosis="; ".join(failed[0].errors[:3]))
+
+
+@contextmanager
+def _packing_progress(name: str, *, enabled: bool) -> Iterator[Progress | None]:
+    """A progress bar on a terminal for the repack (minutes at level 19 for GB packages)."""
+    if not enabled or not err_console.is_terminal:
+        yield None
+        return
+    bar = RichProgress(*RichProgress.get_default_columns(), console=err_console, transient=True)
+    task = bar.add_task(f"repacking {name}", total=None)
+
+    def advance(done: int, total: int) -> None:
+        bar.update(task, advance=done, total=total)
+
+    with bar:
+        yield advance
 
 
 def _print(report: FixReport) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -223,7 +224,19 @@ def apply_change(path: Path, change: Change, patcher: str = "auto") -> str:
     """Apply `change` to `path` and return the name of the patcher that did it.
 
     A forced patcher that cannot do the change (in-place without room) is an error.
+    Read-only files (vendor libraries often are 0o444) are made writable for the edit.
     """
+    mode = path.stat().st_mode
+    if mode & stat.S_IWUSR:
+        return _apply(path, change, patcher)
+    os.chmod(path, mode | stat.S_IWUSR)
+    try:
+        return _apply(path, change, patcher)
+    finally:
+        os.chmod(path, stat.S_IMODE(mode))
+
+
+def _apply(path: Path, change: Change, patcher: str) -> str:
     if patcher != "auto":
         chosen = get_patcher(patcher)
         if not chosen.can_apply(path, change):
