@@ -27,6 +27,8 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
+from ruamel.yaml import YAML
+
 from condapipe.arch import ArchList
 from condapipe.elf.fatbin import KIND_ELF, FatbinError, decompress, read_fatbin
 from condapipe.elf.reader import ElfFile, NotElf
@@ -34,7 +36,6 @@ from condapipe.elf.rpath import ORIGIN_PREFIXES, split_rpath
 from condapipe.errors import UsageError
 from condapipe.fix import EM_CUDA, elf_files
 from condapipe.package_io import file_digest, load_paths_json, package_format, unpack
-from ruamel.yaml import YAML
 
 _TEXT_PROBE = 8192
 _TEXT_MAX = 64 << 20

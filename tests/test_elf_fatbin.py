@@ -10,8 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from condapipe.elf.fatbin import FatbinError, decompress, lz4_block_decompress, parse_fatbin, read_fatbin
 from elfkit import NVCC, nvcc_shared
+
+from condapipe.elf.fatbin import FatbinError, decompress, lz4_block_decompress, parse_fatbin, read_fatbin
 
 pytestmark = pytest.mark.skipif(not Path(NVCC).exists(), reason="nvcc not installed")
 

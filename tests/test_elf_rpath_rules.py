@@ -5,10 +5,11 @@ from __future__ import annotations
 import posixpath
 
 import pytest
-from condapipe.elf.rpath import decide, guess_build_prefix, origin_relative, rules_for
-from condapipe.errors import UsageError
 from hypothesis import given
 from hypothesis import strategies as st
+
+from condapipe.elf.rpath import decide, guess_build_prefix, origin_relative, rules_for
+from condapipe.errors import UsageError
 
 PREFIX = "/home/ci/conda-bld/torch_1700000000/_h_env_placehold_placehold_placehold"
 DEFAULT = rules_for("default")

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import zstandard
+
 from condapipe.elf.reader import ElfFile, NotElf
 
 FATBIN_MAGIC = 0xBA55ED50

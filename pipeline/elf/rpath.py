@@ -15,8 +15,9 @@ from fnmatch import fnmatchcase
 from functools import cache
 from importlib import resources
 
-from condapipe.errors import UsageError
 from ruamel.yaml import YAML
+
+from condapipe.errors import UsageError
 
 ORIGIN_PREFIXES = ("$ORIGIN", "${ORIGIN}")
 
