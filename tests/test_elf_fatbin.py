@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import re
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 
 import pytest
 from elfkit import NVCC, nvcc_shared
+from hypothesis import given
+from hypothesis import strategies as st
 
 from condapipe.elf.fatbin import FatbinError, decompress, lz4_block_decompress, parse_fatbin, read_fatbin
 
@@ -145,3 +149,18 @@ def test_report_matches_cuobjdump(cubins: dict[str, Path], kind: str) -> None:
     )
     assert ours_sass == sorted(their_sass)
     assert sorted(report.ptx) == sorted(f"compute_{p}" for p in their_ptx)
+
+
+@given(st.binary(max_size=512), st.booleans())
+def test_arbitrary_bytes_parse_or_raise_fatbin_error(body: bytes, framed: bool) -> None:
+    """A damaged section never hangs the verifier or escapes as another exception."""
+    data = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(body)) + body if framed else body
+    with contextlib.suppress(FatbinError):
+        for entry in parse_fatbin(data):
+            assert entry.kind in (1, 2) and entry.offset + entry.size <= len(data)
+
+
+@given(st.binary(max_size=256), st.integers(min_value=0, max_value=4096))
+def test_lz4_decoder_never_crashes_on_garbage(data: bytes, size: int) -> None:
+    with contextlib.suppress(FatbinError):
+        assert len(lz4_block_decompress(data, size)) <= size

@@ -110,6 +110,8 @@ def parse_fatbin(data: bytes | memoryview, base_offset: int = 0) -> list[FatbinE
                 raise FatbinError(f"bad fatbin magic at section offset {pos:#x}")
             pos += 8
             continue
+        if header_size < _CONTAINER.size:
+            raise FatbinError(f"fatbin container at {pos:#x} has a {header_size}-byte header")
         entry_pos = pos + header_size
         end = entry_pos + payload_size
         if end > end_all:
@@ -172,12 +174,15 @@ def decompress(path: Path | str, entry: FatbinEntry) -> bytes:
     with open(path, "rb") as fh:
         fh.seek(entry.offset)
         raw = fh.read(entry.compressed_size)
-    if entry.compression == "zstd":
-        out = zstandard.ZstdDecompressor().decompress(raw, max_output_size=entry.uncompressed_size)
-    elif entry.compression == "lz4":
-        out = lz4_block_decompress(raw, entry.uncompressed_size)
-    else:
-        return raw
+    try:
+        if entry.compression == "zstd":
+            out = zstandard.ZstdDecompressor().decompress(raw, max_output_size=entry.uncompressed_size)
+        elif entry.compression == "lz4":
+            out = lz4_block_decompress(raw, entry.uncompressed_size)
+        else:
+            return raw
+    except zstandard.ZstdError as exc:
+        raise FatbinError(f"{entry.name}: payload does not decompress ({exc})") from exc
     if len(out) != entry.uncompressed_size:
         raise FatbinError(
             f"{entry.name}: decompressed to {len(out)} bytes, header says {entry.uncompressed_size}"
@@ -187,6 +192,13 @@ def decompress(path: Path | str, entry: FatbinEntry) -> bytes:
 
 def lz4_block_decompress(src: bytes, size: int) -> bytes:
     """Decode one LZ4 block (the format nvcc uses for `-compress-mode=speed`)."""
+    try:
+        return _lz4_block(src, size)
+    except IndexError as exc:
+        raise FatbinError("corrupt LZ4 block: truncated") from exc
+
+
+def _lz4_block(src: bytes, size: int) -> bytes:
     out = bytearray()
     i = 0
     n = len(src)
