@@ -183,7 +183,12 @@ def compare_file(tool: str, path: Path, source: str, verify: dict | None = None)
 
 
 def _condapipe_cmd() -> list[str]:
-    return os.environ.get("CONDAPIPE", "condapipe").split()
+    """$CONDAPIPE, else `condapipe` on PATH, else this Python running condapipe's CLI."""
+    if os.environ.get("CONDAPIPE"):
+        return os.environ["CONDAPIPE"].split()
+    if exe := shutil.which("condapipe"):
+        return [exe]
+    return [sys.executable, "-c", "from condapipe.cli import main; main(prog_name='condapipe')"]
 
 
 def package_comparisons(tool: str, package: Path, work: Path) -> list[Comparison]:

@@ -132,7 +132,12 @@ class Case:
 
 
 def condapipe_cmd() -> list[str]:
-    return os.environ.get("CONDAPIPE", "condapipe").split()
+    """$CONDAPIPE, else `condapipe` on PATH, else this Python running condapipe's CLI."""
+    if os.environ.get("CONDAPIPE"):
+        return os.environ["CONDAPIPE"].split()
+    if exe := shutil.which("condapipe"):
+        return [exe]
+    return [sys.executable, "-c", "from condapipe.cli import main; main(prog_name='condapipe')"]
 
 
 def cli(*args: str, cwd: Path) -> tuple[int, str, str, float]:
