@@ -163,8 +163,11 @@ def vendor_libraries(
 # -- the per-file pass --------------------------------------------------------------------
 
 
-def elf_files(root: Path) -> list[str]:
-    """Host ELF files with a dynamic table (relative posix paths), hard-link duplicates once."""
+def elf_files(root: Path, broken: list[str] | None = None) -> list[str]:
+    """Host ELF files with a dynamic table (relative posix paths), hard-link duplicates once.
+
+    Files with the ELF magic that cannot be parsed are skipped, and listed in `broken`.
+    """
     seen: set[tuple[int, int]] = set()
     out: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root):
@@ -185,6 +188,8 @@ def elf_files(root: Path) -> list[str]:
                     if elf.e_machine == EM_CUDA or elf.e_type not in (2, 3) or not elf.dynamic_entries():
                         continue
             except (NotElf, ValueError):
+                if broken is not None:
+                    broken.append((rel_dir / name).as_posix())
                 continue
             out.append((rel_dir / name).as_posix())
     return out

@@ -160,8 +160,10 @@ def verify_tree(
     paths = load_paths_json(root)["paths"]
     _check_hashes(root, paths, report, workers)
     placeholders = {e["_path"]: e["prefix_placeholder"] for e in paths if e.get("prefix_placeholder")}
-    elves = elf_files(root)
+    broken: list[str] = []
+    elves = elf_files(root, broken)
     report.elf_files = len(elves)
+    report.errors.extend(f"{rel}: damaged ELF file (headers cannot be read)" for rel in broken)
     allowed = (*system_libs(platform), *dependency_libs(list(index.get("depends", []))), *dep_libs)
     for rel in elves:
         _check_elf(root, rel, allowed, report)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import sys
@@ -9,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from elfkit import LIB_SRC, MAIN_SRC, USER_SRC, gcc_exe, gcc_shared, readelf_dynamic
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from condapipe.elf.patchers import (
     RUNPATH,
@@ -19,7 +22,7 @@ from condapipe.elf.patchers import (
     get_patcher,
     patchelf_binary,
 )
-from condapipe.elf.reader import ElfFile, read_dynamic
+from condapipe.elf.reader import ElfFile, NotElf, read_dynamic
 from condapipe.errors import UsageError
 
 BUILD_PREFIX = "/tmp/build/_h_env_placehold_placehold_placehold_placehold/lib"
@@ -192,3 +195,15 @@ def test_read_only_libraries_are_patched_and_stay_read_only(
     apply_change(lib, Change(rpath="$ORIGIN"), patcher)
     assert read_dynamic(lib).rpath == "$ORIGIN"
     assert lib.stat().st_mode & 0o777 == 0o444
+
+
+@given(st.binary(min_size=0, max_size=400))
+@settings(max_examples=60, deadline=None)
+def test_damaged_elf_files_raise_not_elf_only(tmp_path_factory: pytest.TempPathFactory, tail: bytes) -> None:
+    """Any bytes after a plausible ELF identification: NotElf or a result, never a crash."""
+    path = tmp_path_factory.mktemp("junk") / "libjunk.so"
+    path.write_bytes(b"\x7fELF\x02\x01\x01" + b"\0" * 9 + tail)
+    with contextlib.suppress(NotElf), ElfFile(path) as elf:
+        elf.dynamic_info()
+        elf.sections()
+    assert InPlacePatcher().can_apply(path, Change(rpath="$ORIGIN")) in (True, False)

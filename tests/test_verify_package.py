@@ -242,3 +242,12 @@ def test_cli_checks_archs_against_the_cuda_version(parts: Path, tmp_path: Path) 
     assert too_old.exit_code == 2  # CUDA 13 cannot build sm_60
     defaults = CliRunner().invoke(main, ["verify", pkg, "--cuda", "13.0", "--json"])
     assert defaults.exit_code == 1  # the default CUDA 13 list asks for far more than sm_80
+
+
+def test_a_damaged_elf_file_is_reported_not_a_traceback(parts: Path, tmp_path: Path) -> None:
+    def plant(root: Path) -> None:
+        head = (parts / "libgreet.so").read_bytes()[:64]
+        (root / "lib" / "libtrunc.so").write_bytes(head + b"\xff" * 64)  # headers point past the end
+
+    errors = verify_package(_package(parts, tmp_path, plant)).errors
+    assert errors == ["lib/libtrunc.so: damaged ELF file (headers cannot be read)"]

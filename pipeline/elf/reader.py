@@ -8,12 +8,14 @@ them through mmap and never touches the rest of the file.
 from __future__ import annotations
 
 import array
+import functools
 import mmap
 import struct
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 ELF_MAGIC = b"\x7fELF"
 
@@ -67,6 +69,22 @@ class DynamicInfo:
     runpath: str | None
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _guarded(method: F) -> F:
+    """Damaged files surface as NotElf, not as struct/index errors from deep inside."""
+
+    @functools.wraps(method)
+    def wrapper(self: ElfFile, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except (struct.error, IndexError, OverflowError) as exc:
+            raise NotElf(f"{self.path}: damaged ELF ({exc})") from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
 def is_elf(path: Path | str) -> bool:
     """True when the file starts with the ELF magic (cheap: reads 4 bytes)."""
     try:
@@ -113,6 +131,7 @@ class ElfFile:
         self.close()
 
     # -- header ----------------------------------------------------------------------
+    @_guarded
     def _parse_header(self) -> None:
         ident = self.mm[:16]
         if ident[:4] != ELF_MAGIC:
@@ -133,6 +152,7 @@ class ElfFile:
         self._dyn_fmt = e + ("qQ" if self.is64 else "iI")
         self.dyn_entsize = struct.calcsize(self._dyn_fmt)
 
+    @_guarded
     def program_headers(self) -> list[tuple[int, int, int, int]]:
         """(type, offset, vaddr, filesz) of each program header."""
         out = []
@@ -145,6 +165,7 @@ class ElfFile:
             out.append((p_type, off, vaddr, filesz))
         return out
 
+    @_guarded
     def sections(self) -> list[Section]:
         """Section headers with names (empty for files stripped of section headers)."""
         if self._sections is not None:
@@ -178,12 +199,14 @@ class ElfFile:
         return None
 
     # -- strings and addresses ---------------------------------------------------------
+    @_guarded
     def cstring(self, offset: int) -> str:
         end = self.mm.find(b"\0", offset)
         if end < 0:
             raise NotElf(f"{self.path}: unterminated string at {offset:#x}")
         return self.mm[offset:end].decode("utf-8", "surrogateescape")
 
+    @_guarded
     def vaddr_to_offset(self, vaddr: int) -> int:
         for p_type, off, start, filesz in self.program_headers():
             if p_type == PT_LOAD and start <= vaddr < start + filesz:
@@ -194,6 +217,7 @@ class ElfFile:
         raise NotElf(f"{self.path}: address {vaddr:#x} is not in the file")
 
     # -- dynamic table ------------------------------------------------------------------
+    @_guarded
     def dynamic_entries(self) -> list[DynEntry]:
         """Entries of the dynamic table up to DT_NULL (empty for static files)."""
         if self._dyn is not None:
@@ -217,6 +241,7 @@ class ElfFile:
         self._dyn = out
         return out
 
+    @_guarded
     def dynstr_offset(self) -> int | None:
         """File offset of the dynamic string table."""
         for entry in self.dynamic_entries():
@@ -230,12 +255,14 @@ class ElfFile:
                 return entry.value
         return None
 
+    @_guarded
     def dyn_string(self, entry: DynEntry) -> str:
         base = self.dynstr_offset()
         if base is None:
             raise NotElf(f"{self.path}: dynamic table without DT_STRTAB")
         return self.cstring(base + entry.value)
 
+    @_guarded
     def dynamic_info(self) -> DynamicInfo:
         needed: list[str] = []
         soname = rpath = runpath = None
@@ -250,6 +277,7 @@ class ElfFile:
                 runpath = self.dyn_string(entry)
         return DynamicInfo(tuple(needed), soname, rpath, runpath)
 
+    @_guarded
     def dynstr_references(self) -> list[int]:
         """Every dynstr offset something in the file refers to (tags, symbols, versions).
 
