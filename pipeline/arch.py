@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from condapipe.errors import UsageError
 from ruamel.yaml import YAML
+
+from condapipe.errors import UsageError
 
 SUFFIXES = ("", "a", "f")
 

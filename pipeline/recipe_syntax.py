@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 
+from packaging.specifiers import SpecifierSet
+
 from condapipe.errors import UsageError
 from condapipe.recipe_model import VARIANT_REF, When
-from packaging.specifiers import SpecifierSet
 
 # Target platform -> (v0 selector, v1 expression).
 _PLATFORM_WORDS: dict[str, tuple[str, str]] = {

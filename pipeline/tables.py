@@ -13,11 +13,12 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from condapipe.arch import Arch, ArchList, check_known, known_capabilities, parse_arch_list
-from condapipe.errors import UsageError
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 from ruamel.yaml import YAML
+
+from condapipe.arch import Arch, ArchList, check_known, known_capabilities, parse_arch_list
+from condapipe.errors import UsageError
 
 CPU = "cpu"
 

@@ -14,8 +14,9 @@ from typing import Any
 
 import jinja2
 from click.testing import CliRunner, Result
-from condapipe.cli import main
 from ruamel.yaml import YAML
+
+from condapipe.cli import main
 
 PLATFORMS = ("linux-64", "linux-aarch64")
 _SELECTOR = re.compile(r"\s+#\s*\[(?P<expr>.+)\]\s*$")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
 from condapipe.arch import parse_arch_list
 from condapipe.cli import main
 from condapipe.errors import EnvironmentProblem

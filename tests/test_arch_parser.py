@@ -4,11 +4,12 @@ each CUDA version accepts exactly the archs its nvcc can compile."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from condapipe.arch import Arch, ArchList, parse_arch_list, parse_token
 from condapipe.errors import UsageError
 from condapipe.tables import cuda_info, cuda_versions
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 KNOWN_PLAIN = [a for v in cuda_versions() for a in cuda_info(v).accepted_archs() if not a.suffix]
 

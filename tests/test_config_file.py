@@ -7,6 +7,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
+
 from condapipe.cli import main
 from condapipe.config_file import find_config, load_config, upload_settings
 from condapipe.errors import UsageError

@@ -14,8 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from condapipe.families._common import render_template
 from render_helpers import load_yaml, run_cli, variant_combos
+
+from condapipe.families._common import render_template
 
 RECORDER = """\
 import json, os, sys

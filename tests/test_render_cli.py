@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from condapipe.cli import main
 from render_helpers import load_yaml, v0_meta, variant_combos
+
+from condapipe.cli import main
 
 
 @pytest.fixture(autouse=True)

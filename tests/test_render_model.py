@@ -10,6 +10,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from render_helpers import load_yaml, v0_meta, v1_render
+
 from condapipe.errors import UsageError
 from condapipe.recipe_model import (
     VARIANT_REF,
@@ -27,9 +31,6 @@ from condapipe.recipe_model import (
 )
 from condapipe.recipe_syntax import bash_value, condition_v1, selector_v0
 from condapipe.render import MARKER, plan_files, render_model
-from hypothesis import assume, given, settings
-from hypothesis import strategies as st
-from render_helpers import load_yaml, v0_meta, v1_render
 
 
 def small_model(**changes: object) -> RecipeModel:

@@ -4,6 +4,7 @@ UsageError naming the valid choices, and nothing is silently defaulted."""
 from __future__ import annotations
 
 import pytest
+
 from condapipe.errors import UsageError
 from condapipe.spec import build_spec, known_packages, normalize_python
 from condapipe.spec_options import spec_from_cli

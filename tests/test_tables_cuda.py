@@ -9,10 +9,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
+
 from condapipe.arch import Arch, ArchList
 from condapipe.errors import UsageError
 from condapipe.tables import cuda_info, cuda_versions, link_overflow_max_images, normalize_cuda
-from packaging.version import Version
 
 EXPECTED_VERSIONS = [
     *("9.2", "10.0", "10.1", "10.2"),

@@ -4,9 +4,10 @@ Python, and unknown versions are refused with the valid choices."""
 from __future__ import annotations
 
 import pytest
+from packaging.version import Version
+
 from condapipe.errors import UsageError
 from condapipe.tables import cuda_versions, pytorch_info, pytorch_versions
-from packaging.version import Version
 
 SERIES = sorted({pytorch_info(v).series for v in pytorch_versions()}, key=Version)
 

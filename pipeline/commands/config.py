@@ -7,6 +7,8 @@ tables, which config file was read, which warnings apply) without rendering anyt
 from __future__ import annotations
 
 import click
+from rich.table import Table
+
 from condapipe.config_file import load_config
 from condapipe.output import console, json_option, print_json
 from condapipe.spec import BuildSpec, family_rules
@@ -17,7 +19,6 @@ from condapipe.spec_options import (
     spec_from_cli,
     spec_options,
 )
-from rich.table import Table
 
 
 @click.group(name="config")

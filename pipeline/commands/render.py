@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+
 from condapipe.errors import UsageError
 from condapipe.output import console, dry_run_option, json_option, print_json
 from condapipe.render import build_model, check_target, plan_files, render_model
