@@ -6,7 +6,8 @@
     conda-build does);
 (b) condapipe: `fix_prefix` (parallel, in-place edits) + paths.json + `package_io.pack`
     (streaming, multi-threaded zstd) at the same level;
-(c) raw `tar | zstd -T0 -LEVEL` over the same bytes: the floor for (b).
+(c) raw `tar | zstd -T0 -LEVEL` over the same bytes: the floor for (b);
+(v) `verify_package` on (b)'s output (hashes, rpaths, needed libraries, fatbins).
 Each flow runs in its own child process on a fresh copy of the generated tree; wall time
 and peak RSS (the child and everything it waited for, from wait4) are printed, plus the
 in-place rpath edit time of the largest file. Not a test: it prints numbers.
@@ -215,6 +216,15 @@ def flow_condapipe(root: Path, out: Path, level: int, threads: int, max_memory_m
     print(json.dumps({"patchers": used}), file=sys.stderr)
 
 
+def flow_verify(package: Path) -> None:
+    from condapipe.verify import verify_package
+
+    report = verify_package(package, dep_libs=("*",))
+    print(json.dumps({"verify_ok": report.ok, "errors": report.errors[:3]}), file=sys.stderr)
+    if not report.ok:
+        raise SystemExit("verify failed")
+
+
 def flow_zstd(root: Path, out: Path, level: int) -> None:
     ultra = ["--ultra"] if level > 19 else []
     tar = subprocess.Popen(["tar", "-cf", "-", "-C", str(root), "."], stdout=subprocess.PIPE)
@@ -277,6 +287,7 @@ def main() -> None:
             "b": lambda: flow_condapipe(ns.root, ns.out, ns.level, ns.threads),
             "b-nocap": lambda: flow_condapipe(ns.root, ns.out, ns.level, ns.threads, max_memory_mib=0),
             "c": lambda: flow_zstd(ns.root, ns.out, ns.level),
+            "v": lambda: flow_verify(ns.out),
             "gen": lambda: generate(ns.root, [int(x) for x in ns.large_mb.split(",") if x], ns.small),
             "edit": lambda: ns.out.write_text(f"{inplace_edit_ms(ns.root):.3f}"),
         }[ns.run_flow]()
@@ -310,6 +321,16 @@ def main() -> None:
         largest = max(_elves(src), key=lambda p: p.stat().st_size)
         results["largest_file_bytes"] = largest.stat().st_size
         for flow in ns.flows.split(","):
+            if flow == "v":  # verify what (b) wrote
+                made = next(work.glob("out-b*/*.conda"))
+                wall, rss = _run_child(["--run-flow", "v", "--out", str(made)])
+                results["v"] = {
+                    "wall_s": round(wall, 1),
+                    "peak_rss_mib": rss,
+                    "package_bytes": made.stat().st_size,
+                }
+                print(f"(v) verify {made.name}: wall {wall:8.1f} s   peak RSS {rss:6d} MiB", flush=True)
+                continue
             tree = work / f"tree-{flow}"
             if tree.exists():
                 shutil.rmtree(tree)
@@ -341,6 +362,8 @@ def main() -> None:
                 flush=True,
             )
             shutil.rmtree(tree)
+            if flow == "c":
+                out.unlink()
             if flow.startswith("b") and "inplace_edit_ms" not in results:
                 edit = work / "edit" / largest.name
                 edit.parent.mkdir(exist_ok=True)
