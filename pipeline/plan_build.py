@@ -399,6 +399,7 @@ def _job_steps(job: Job, options: PlanOptions, skip: str | None, skipped_jobs: s
     archs = job.spec.cuda_variants[0].archs if job.spec and job.spec.cuda_variants else None
     pythons = job.spec.pythons if job.spec else ()
     engine = _engine_name(job, options)
+    dso_allowlist = _dso_allowlist(job)
     build_inputs = {
         **recipe_input,
         "engine": engine,
@@ -437,8 +438,12 @@ def _job_steps(job: Job, options: PlanOptions, skip: str | None, skipped_jobs: s
             id=f"verify:{label}",
             kind="verify",
             title="verify hashes, prefixes, linkage" + (" and CUDA archs" if archs else ""),
-            inputs={"code": code_digest("verify"), "archs": archs.torch_arch_list() if archs else None},
-            action=act.verify_action(f"fix:{label}", archs),
+            inputs={
+                "code": code_digest("verify"),
+                "archs": archs.torch_arch_list() if archs else None,
+                "allowed_missing": list(dso_allowlist),
+            },
+            action=act.verify_action(f"fix:{label}", archs, dso_allowlist),
             needs=(f"fix:{label}",),
             skip_reason=skip,
             package=label,
@@ -471,3 +476,14 @@ def _job_steps(job: Job, options: PlanOptions, skip: str | None, skipped_jobs: s
         )
     )
     return steps
+
+
+def _dso_allowlist(job: Job) -> tuple[str, ...]:
+    """Libraries the recipe declares as provided by the target system (missing_dso_allowlist), as
+    soname globs for verify: e.g. JetPack's libcudart on a Jetson build is linked but not shipped."""
+    if job.spec is None:
+        return ()
+    from condapipe.families import family_for
+
+    model = family_for(job.spec.package).build_model(job.spec)
+    return tuple(sorted({pattern.rsplit("/", 1)[-1] for pattern in model.missing_dso_allowlist}))

@@ -118,13 +118,13 @@ def fix_action(build_step: str, family: str | None) -> Action:
     return run
 
 
-def verify_action(fix_step: str, archs: ArchList | None) -> Action:
+def verify_action(fix_step: str, archs: ArchList | None, dso_allowlist: tuple[str, ...] = ()) -> Action:
     def run(ctx: StepContext) -> StepOutcome:
         from condapipe.verify import verify_package
 
         reports = {}
         for pkg in _packages(ctx, fix_step):
-            report = verify_package(pkg, archs=archs)
+            report = verify_package(pkg, archs=archs, dep_libs=dso_allowlist)
             reports[pkg.name] = report.to_dict()
             for line in report.errors:
                 ctx.log.write(f"{pkg.name}: ERROR {line}")
