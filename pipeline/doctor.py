@@ -10,6 +10,7 @@ commands themselves still run for real.
 from __future__ import annotations
 
 import os
+import platform as _platform
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ LEVELS = ("ok", "info", "warn", "block")
 
 # Overrides for faking a machine (tests, or checking a build host's numbers from elsewhere).
 MEMINFO_ENV = "CONDAPIPE_MEMINFO"  # path read instead of /proc/meminfo
+MACHINE_ARCH_ENV = "CONDAPIPE_MACHINE_ARCH"  # machine architecture reported instead of uname -m
 DRIVER_FILE_ENV = "CONDAPIPE_DRIVER_VERSION_FILE"  # instead of /proc/driver/nvidia/version
 CUDA_ROOTS_ENV = "CONDAPIPE_CUDA_ROOTS"  # where cuda-X.Y toolkits live, instead of /usr/local
 
@@ -35,7 +37,7 @@ CUDA_ROOTS_ENV = "CONDAPIPE_CUDA_ROOTS"  # where cuda-X.Y toolkits live, instead
 class Finding:
     """One fact about the machine; warn/block findings always carry a fix."""
 
-    check: str  # nvcc | gcc | driver | ram | disk | cudnn | cmake | engine
+    check: str  # platform | nvcc | gcc | driver | ram | disk | cudnn | cmake | engine
     level: str  # ok | info | warn | block
     message: str
     fix: str = ""
@@ -68,6 +70,7 @@ class Machine:
     cpu_count: int = 1
     work_dir: Path = Path(".condapipe")
     env: Mapping[str, str] = field(default_factory=dict)
+    arch: str = "x86_64"  # platform.machine() of the build machine
 
     @classmethod
     def from_environ(cls, work_dir: Path, environ: Mapping[str, str] | None = None) -> Machine:
@@ -82,6 +85,7 @@ class Machine:
             else (os.cpu_count() or 1),
             work_dir=work_dir,
             env=env,
+            arch=env.get(MACHINE_ARCH_ENV) or _platform.machine(),
         )
 
     def which(self, tool: str) -> str | None:

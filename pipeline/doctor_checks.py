@@ -539,7 +539,31 @@ def check_engine(spec: BuildSpec, machine: Machine, *, engine: str = "auto", **_
     return res
 
 
+# conda subdir each `uname -m` builds natively (condapipe's recipes do not cross-compile).
+NATIVE_SUBDIR = {"x86_64": "linux-64", "aarch64": "linux-aarch64", "arm64": "linux-aarch64"}
+
+
+def check_platform(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
+    """The recipes compile natively: a linux-aarch64 (Jetson) build needs an aarch64 machine."""
+    res = CheckResult()
+    native = NATIVE_SUBDIR.get(machine.arch)
+    if native == spec.platform:
+        res.findings.append(Finding("platform", "ok", f"{machine.arch} machine builds {spec.platform}"))
+        return res
+    where = "on the Jetson board itself" if getattr(spec, "jetson", None) else f"on a {spec.platform} machine"
+    res.findings.append(
+        Finding(
+            "platform",
+            "block",
+            f"this {machine.arch} machine cannot build {spec.platform} packages (no cross-compiling)",
+            fix=f"run the build {where}; `condapipe render` works on any machine",
+        )
+    )
+    return res
+
+
 ALL: tuple[Callable[..., CheckResult], ...] = (
+    check_platform,
     check_nvcc,
     check_gcc,
     check_driver,

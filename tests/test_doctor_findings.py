@@ -321,3 +321,18 @@ def test_libtorch_is_checked_like_pytorch_for_cudnn_cmake_and_memory(tmp_path: P
     checks = {f.check: f for f in report.findings}
     assert "cudnn" in checks and "needs >= 3.18" in checks["cmake"].message
     assert checks["ram"].data["gib_per_job"] == pytorch_info("2.9.0").mem_per_job_gb
+
+
+def test_a_jetson_build_on_an_x86_64_machine_blocks_and_says_to_build_on_the_board() -> None:
+    code, data, _ = doctor("pytorch", "--jetson", "orin", env={"CONDAPIPE_MACHINE_ARCH": "x86_64"})
+    assert code == 3
+    found = finding(data, "platform", "block")
+    assert "cannot build linux-aarch64" in found["message"]
+    assert "Jetson board" in found["fix"]
+
+
+def test_an_aarch64_machine_builds_linux_aarch64_natively(tmp_path: Path) -> None:
+    spec = spec_from_cli("cuda-smoke", {"cuda": ("13.0",), "arch": "8.7", "platform": "linux-aarch64"})
+    aarch64 = Machine(**{**machine(tmp_path).__dict__, "arch": "aarch64"})
+    report = run_doctor(spec, aarch64)
+    assert [f.level for f in report.findings if f.check == "platform"] == ["ok"]

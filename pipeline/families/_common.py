@@ -66,7 +66,7 @@ def select_catalog(spec: BuildSpec, package: str, versions: dict[str, str]) -> C
     `versions` maps each CUDA variant value to the upstream version built for it (magma's
     version depends on the CUDA; pytorch's does not).
     """
-    from condapipe.patch_catalog import applicable
+    from condapipe.patch_catalog import applicable, load_catalog
 
     all_cudas = list(spec.cudas)
     order: list[str] = []
@@ -79,6 +79,10 @@ def select_catalog(spec: BuildSpec, package: str, versions: dict[str, str]) -> C
                 order.append(entry.id)
                 entries[entry.id] = entry
             where.setdefault(entry.id, []).append(cuda)
+    # Catalog position, not first sighting: with several CUDAs an entry that applies only to a
+    # later CUDA must still land where the catalog puts it.
+    position = {entry.id: i for i, entry in enumerate(load_catalog().entries)}
+    order.sort(key=position.__getitem__)
     patches: list[Patch] = []
     env: list[tuple[str, str]] = []
     env_some: list[tuple[tuple[str, ...], str, str]] = []
