@@ -242,6 +242,7 @@ class _Handler(BaseHTTPRequestHandler):
             raw = body.encode() if isinstance(body, str) else body
         else:
             raw = json.dumps(body if body is not None else {}).encode()
+        self._record.status = status  # before the client can see the answer (no race in tests)
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(raw)))
@@ -254,6 +255,7 @@ class _Handler(BaseHTTPRequestHandler):
         return self._send(status, {"error": message})
 
     def _drop(self) -> None:
+        self._record.status = -1
         self.close_connection = True
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
@@ -269,13 +271,14 @@ class _Handler(BaseHTTPRequestHandler):
         parts = [unquote(p) for p in path.split("/")[1:]]
         login, auth_state, scheme = self._auth()
         record = Request(self.command, path, 0, self.client_address[1], auth_state, scheme)
+        # Recorded before it is answered: once a client has its reply, the request is in the log.
+        self._record = record
+        with self.app.lock:
+            self.app.requests.append(record)
         try:
             record.status = self._route(parts, login, auth_state, record)
         except _Drop:
             record.status = -1
-        finally:
-            with self.app.lock:
-                self.app.requests.append(record)
 
     do_GET = do_POST = do_DELETE = do_PATCH = do_HEAD = _dispatch
 
