@@ -7,11 +7,16 @@ other front ends run exactly the same sequence.
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
 from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from condapipe.doctor import DoctorReport, Machine, run_doctor
 from condapipe.errors import CondapipeError
+from condapipe.families._common import family_data
 from condapipe.output import console, err_console, print_json
 from condapipe.plan import Plan, PlanFailed, PlanResult, describe, run_plan
 from condapipe.plan_build import PlanOptions, make_family_plan
@@ -39,12 +44,29 @@ def preflight(request: FamilyBuild) -> tuple[DoctorReport, PlanOptions]:
     env = dict(request.options.env)
     for key, value in report.build_env:
         env.setdefault(key, value)
+    env.update(_compile_cache_env(request.spec, request.options.work_dir, env))
     options = dataclasses.replace(
         request.options,
         env=tuple(sorted(env.items())),
         cuda_homes=report.cuda_homes or request.options.cuda_homes,
     )
     return report, options
+
+
+COMPILE_CACHE_ENV = "CONDAPIPE_COMPILE_CACHE"
+
+
+def _compile_cache_env(spec: BuildSpec, work_dir: Path, env: dict[str, str]) -> dict[str, str]:
+    """Several Pythons of a family whose build.sh can share a compile cache: turn the cache on
+    (under the work dir) so the C++ core is compiled once, unless the user chose a cache already."""
+    if len(spec.pythons) < 2 or COMPILE_CACHE_ENV in env or COMPILE_CACHE_ENV in os.environ:
+        return {}
+    if shutil.which("ccache") is None:
+        return {}
+    facts = resources.files("condapipe.recipes").joinpath(spec.package, "family.yaml")
+    if not facts.is_file() or COMPILE_CACHE_ENV not in (family_data(spec.package).get("passthrough") or ()):
+        return {}
+    return {COMPILE_CACHE_ENV: str((work_dir / "compile-cache").resolve())}
 
 
 def _print_plan(plan: Plan, rows: list[dict[str, Any]]) -> None:

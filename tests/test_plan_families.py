@@ -103,3 +103,22 @@ def test_a_toolkit_doctor_found_under_usr_local_is_put_first_on_the_builds_path(
     env = build_env(job, options)
     assert env["CUDA_HOME"] == str(toolkit) and env["PATH"].startswith(f"{toolkit}/bin:")
     assert env["MAX_JOBS"].isdigit()
+
+
+@pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache")
+def test_several_pythons_share_a_compile_cache_in_the_work_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CONDAPIPE_COMPILE_CACHE", raising=False)
+    options = PlanOptions(output_dir=tmp_path / "ch", work_dir=tmp_path / "w")
+    two = spec_from_cli("pytorch", {"version": "2.4.1", "cuda": ("cpu",), "python": ("3.10", "3.11")})
+    _, chosen = preflight(FamilyBuild(two, options))
+    assert dict(chosen.env)["CONDAPIPE_COMPILE_CACHE"] == str((tmp_path / "w" / "compile-cache").resolve())
+
+    one = spec_from_cli("pytorch", {"version": "2.4.1", "cuda": ("cpu",), "python": ("3.10",)})
+    _, chosen = preflight(FamilyBuild(one, options))
+    assert "CONDAPIPE_COMPILE_CACHE" not in dict(chosen.env)
+
+    monkeypatch.setenv("CONDAPIPE_COMPILE_CACHE", str(tmp_path / "mine"))
+    _, chosen = preflight(FamilyBuild(two, options))
+    assert "CONDAPIPE_COMPILE_CACHE" not in dict(chosen.env)  # the user's own cache reaches the build as is
