@@ -8,6 +8,7 @@ CONDAPIPE_UPDATE_GOLDEN=1 and read the diff before committing it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -16,7 +17,9 @@ from pathlib import Path
 import pytest
 from render_helpers import recipe_files, run_cli
 
-from condapipe import tables
+from condapipe.errors import UsageError
+from condapipe.render import render_recipe
+from condapipe.spec_options import spec_from_cli
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -50,10 +53,6 @@ def _update_requested() -> bool:
     return os.environ.get("CONDAPIPE_UPDATE_GOLDEN") == "1"
 
 
-def _magma_sha_known(cuda: str) -> bool:
-    return tables.cuda_info(cuda).magma.sha256 is not None
-
-
 def render_case(case: str, out: Path) -> Path:
     result = run_cli("render", *CASES[case], "-o", str(out))
     assert result.exit_code == 0, result.output
@@ -70,8 +69,6 @@ def _no_config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_render_matches_golden(case: str, tmp_path: Path) -> None:
-    if case == "magma-cuda110" and not _magma_sha_known("11.0"):
-        pytest.skip("cuda.yaml has no sha256 for magma 2.5.2; see test_magma_without_known_sha256_is_refused")
     got = recipe_files(render_case(case, tmp_path / "out"))
     golden_dir = GOLDEN / case
     if _update_requested():
@@ -116,12 +113,11 @@ def test_rerender_into_previous_render_replaces_it_identically(tmp_path: Path) -
 
 
 def test_magma_without_known_sha256_is_refused(tmp_path: Path) -> None:
-    """A tarball source without a checksum is never rendered: exit 2, one line, nothing written."""
-    if _magma_sha_known("11.0"):
-        pytest.skip("cuda.yaml now knows magma 2.5.2's sha256; the golden case covers CUDA 11.0")
+    """A tarball source without a checksum is never rendered: one-line UsageError, nothing written."""
+    spec = spec_from_cli("magma", {"cuda": ("11.0",)})
+    unverified = dataclasses.replace(spec, source=dataclasses.replace(spec.source, sha256=None))
     out = tmp_path / "out"
-    result = run_cli("render", *CASES["magma-cuda110"], "-o", str(out))
-    assert result.exit_code == 2
-    assert result.output.strip().count("\n") == 0
-    assert "no sha256 known" in result.output
+    with pytest.raises(UsageError, match="no sha256 known") as caught:
+        render_recipe(unverified, out)
+    assert "\n" not in str(caught.value)
     assert not out.exists()
