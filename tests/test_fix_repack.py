@@ -83,10 +83,38 @@ def test_paths_json_is_refreshed_for_changed_and_added_files(tree: Path) -> None
 
 def test_zstd_workers_are_capped_by_memory() -> None:
     assert 100 < zstd_worker_mib(19) < 200
-    assert PackOptions(zstd_level=19, threads=16).zstd_threads() == 5  # 5 x ~138 MiB + base < 1 GiB
-    assert PackOptions(zstd_level=19, threads=16, max_memory_mib=0).zstd_threads() == 16
+    assert zstd_worker_mib(19, lean=True) < zstd_worker_mib(19) / 2
+    # few cores: the level's own tables fit the 1 GiB bound on every core
+    assert PackOptions(zstd_level=19, threads=4).zstd_threads() == 4
+    assert not PackOptions(zstd_level=19, threads=4).lean_tables()
+    # many cores: lean tables keep every core busy within the bound instead of idling 11 of 16
+    many = PackOptions(zstd_level=19, threads=16)
+    assert many.lean_tables() and many.zstd_threads() == 16
+    assert 16 * zstd_worker_mib(19, lean=True) + 256 <= 1024
+    assert PackOptions(zstd_level=19, threads=64).zstd_threads() < 64
+    # no bound: the level's own tables on every core
+    unbound = PackOptions(zstd_level=19, threads=16, max_memory_mib=0)
+    assert unbound.zstd_threads() == 16 and not unbound.lean_tables()
     assert PackOptions(zstd_level=3, threads=16).zstd_threads() == 16
-    assert PackOptions(zstd_level=22, threads=16).zstd_threads() == 1
+    assert PackOptions(zstd_level=22, threads=16).zstd_threads() < 8
+
+
+def test_lean_tables_cost_little_ratio_and_round_trip(tmp_path: Path) -> None:
+    """On real shared-library bytes the lean workers' output stays within 2 % of the level's own."""
+    corpus = bytearray()
+    for lib in sorted(Path("/usr/lib/x86_64-linux-gnu").glob("lib*.so.*")):
+        if lib.is_file() and not lib.is_symlink():
+            corpus += lib.read_bytes()[: 1 << 20]
+        if len(corpus) >= 6 << 20:
+            break
+    if len(corpus) < 1 << 20:
+        pytest.skip("no shared libraries to sample")
+    data = bytes(corpus)
+    std = zstandard.ZstdCompressor(level=19).compress(data)
+    lean_options = PackOptions(zstd_level=19, threads=16)
+    lean = zstandard.ZstdCompressor(compression_params=lean_options.zstd_parameters()).compress(data)
+    assert zstandard.ZstdDecompressor().decompressobj().decompress(lean) == data
+    assert len(lean) <= len(std) * 1.02
 
 
 def test_failed_pack_leaves_no_partial_output(tree: Path, tmp_path: Path) -> None:
