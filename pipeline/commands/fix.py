@@ -72,7 +72,7 @@ from condapipe.package_io import FORMATS, PackOptions, Progress
     type=click.IntRange(min=0),
     default=1024,
     show_default=True,
-    help="MiB the zstd workers may use; caps --threads (0: no cap).",
+    help="MiB the zstd workers may use: fewer or leaner workers (smaller match tables) to fit (0: no bound).",
 )
 @dry_run_option
 @json_option
