@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -28,3 +29,30 @@ def dry_run_option(func: F) -> F:
 def print_json(data: Any) -> None:
     """Print JSON deterministically (sorted keys, paths as strings)."""
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+# The conventions of DESIGN.md's CLI surface, shared so every command means the same folders.
+DEFAULT_OUTPUT_DIR = Path("channel")
+DEFAULT_WORK_DIR = Path(".condapipe")
+
+
+def output_dir_option(help_text: str) -> Callable[[F], F]:
+    """Add --output-dir (default ./channel): the local channel packages go into or come from."""
+    return click.option(
+        "--output-dir",
+        type=click.Path(path_type=Path, file_okay=False),
+        default=DEFAULT_OUTPUT_DIR,
+        show_default=True,
+        help=help_text,
+    )
+
+
+def work_dir_option(help_text: str) -> Callable[[F], F]:
+    """Add --work-dir (default ./.condapipe): recipes, scratch space, state and logs."""
+    return click.option(
+        "--work-dir",
+        type=click.Path(path_type=Path, file_okay=False),
+        default=DEFAULT_WORK_DIR,
+        show_default=True,
+        help=help_text,
+    )

@@ -105,33 +105,23 @@ def verify_package(
 ) -> VerifyReport:
     """Verify a `.conda` / `.tar.bz2` (or an unpacked package folder)."""
     path = Path(path)
+    checks = {
+        "archs": archs,
+        "build_prefixes": build_prefixes,
+        "dep_libs": dep_libs,
+        "platform": platform,
+        "deep": deep,
+        "jobs": jobs,
+        "name": str(path),
+    }
     if path.is_dir():
-        return verify_tree(
-            path,
-            archs=archs,
-            build_prefixes=build_prefixes,
-            dep_libs=dep_libs,
-            platform=platform,
-            deep=deep,
-            jobs=jobs,
-            name=str(path),
-        )
+        return verify_tree(path, **checks)
     package_format(path)
     if not path.is_file():
         raise UsageError(f"{path}: no such package")
     scratch = Path(tempfile.mkdtemp(prefix=".condapipe-verify-"))
     try:
-        root = unpack(path, scratch / "pkg")
-        return verify_tree(
-            root,
-            archs=archs,
-            build_prefixes=build_prefixes,
-            dep_libs=dep_libs,
-            platform=platform,
-            deep=deep,
-            jobs=jobs,
-            name=str(path),
-        )
+        return verify_tree(unpack(path, scratch / "pkg"), **checks)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -17,7 +17,15 @@ from rich.table import Table
 from condapipe.engines import ENGINE_NAMES, BuildOptions, engine_for_recipe, recipe_formats
 from condapipe.engines.base import PACKAGE_FORMATS
 from condapipe.errors import UsageError
-from condapipe.output import console, dry_run_option, err_console, json_option, print_json
+from condapipe.output import (
+    console,
+    dry_run_option,
+    err_console,
+    json_option,
+    output_dir_option,
+    print_json,
+    work_dir_option,
+)
 from condapipe.spec_options import cli_settings, spec_from_cli, spec_options
 
 # Spec flags that mean something for a recipe directory; the rest describe a family build.
@@ -50,20 +58,8 @@ def _recipe_dir_target(target: str) -> Path | None:
     show_default=True,
     help="auto: conda-build when `conda build` is installed, else rattler-build.",
 )
-@click.option(
-    "--output-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=Path("channel"),
-    show_default=True,
-    help="Local channel the packages go into (also the first channel searched).",
-)
-@click.option(
-    "--work-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=Path(".condapipe"),
-    show_default=True,
-    help="Rendered recipes, engine scratch space and build logs.",
-)
+@output_dir_option("Local channel the packages go into (also the first channel searched).")
+@work_dir_option("Rendered recipes, engine scratch space and build logs.")
 @click.option("-c", "--channel", "channels", multiple=True, help="Extra channel for dependencies.")
 @click.option("--override-channels", is_flag=True, help="Search only the output dir and the -c channels.")
 @click.option("--package-format", type=click.Choice(PACKAGE_FORMATS), default="conda", show_default=True)

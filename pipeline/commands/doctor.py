@@ -15,7 +15,7 @@ from rich.text import Text
 
 from condapipe.doctor import DoctorReport, Machine, run_doctor
 from condapipe.engines import ENGINE_NAMES
-from condapipe.output import console, json_option, print_json
+from condapipe.output import console, json_option, print_json, work_dir_option
 from condapipe.spec_options import resolve_package, spec_from_cli, spec_options
 
 _STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "block": "bold red"}
@@ -36,13 +36,7 @@ def findings_table(report: DoctorReport, title: str) -> Table:
 @click.argument("package", required=False)
 @spec_options
 @click.option("--engine", type=click.Choice(ENGINE_NAMES), default="auto", show_default=True)
-@click.option(
-    "--work-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=Path(".condapipe"),
-    show_default=True,
-    help="Where the build would run (its free disk space is checked).",
-)
+@work_dir_option("Where the build would run (its free disk space is checked).")
 @json_option
 def command(package: str | None, engine: str, work_dir: Path, as_json: bool, **params: Any) -> None:
     """Check this machine against a build of PACKAGE: nvcc, gcc, driver, RAM, disk, cuDNN, CMake."""

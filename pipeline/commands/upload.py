@@ -15,7 +15,15 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, Trans
 from rich.table import Table
 
 from condapipe.errors import BuildFailed, UsageError
-from condapipe.output import console, dry_run_option, err_console, json_option, print_json
+from condapipe.output import (
+    console,
+    dry_run_option,
+    err_console,
+    json_option,
+    output_dir_option,
+    print_json,
+    work_dir_option,
+)
 from condapipe.tokens import RedactingFilter, Token, resolve_token
 from condapipe.upload import (
     Mode,
@@ -131,20 +139,8 @@ def _summary(outcomes: list[FileOutcome], title: str) -> Table:
     help="Config file (default: ./condapipe.toml or pyproject.toml [tool.condapipe]); reads [upload].",
 )
 @click.option("--no-verify", is_flag=True, help="Upload without running `condapipe verify` first.")
-@click.option(
-    "--output-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=Path("channel"),
-    show_default=True,
-    help="Where to find packages when none are given.",
-)
-@click.option(
-    "--work-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=Path(".condapipe"),
-    show_default=True,
-    help="Logs go to WORK_DIR/logs/.",
-)
+@output_dir_option("Where to find packages when none are given.")
+@work_dir_option("Logs go to WORK_DIR/logs/.")
 @click.option(
     "--retries", type=click.IntRange(1, 20), default=4, show_default=True, help="Attempts per file."
 )

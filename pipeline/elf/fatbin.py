@@ -198,6 +198,18 @@ def lz4_block_decompress(src: bytes, size: int) -> bytes:
         raise FatbinError("corrupt LZ4 block: truncated") from exc
 
 
+def _lz4_extend(length: int, src: bytes, i: int) -> tuple[int, int]:
+    """An LZ4 length nibble of 15 continues in the following bytes (each 255 means 'more')."""
+    if length == 15:
+        while True:
+            b = src[i]
+            i += 1
+            length += b
+            if b != 255:
+                break
+    return length, i
+
+
 def _lz4_block(src: bytes, size: int) -> bytes:
     out = bytearray()
     i = 0
@@ -205,14 +217,7 @@ def _lz4_block(src: bytes, size: int) -> bytes:
     while i < n:
         token = src[i]
         i += 1
-        lit = token >> 4
-        if lit == 15:
-            while True:
-                b = src[i]
-                i += 1
-                lit += b
-                if b != 255:
-                    break
+        lit, i = _lz4_extend(token >> 4, src, i)
         out += src[i : i + lit]
         i += lit
         if i >= n or len(out) >= size:
@@ -221,14 +226,7 @@ def _lz4_block(src: bytes, size: int) -> bytes:
         i += 2
         if off == 0 or off > len(out):
             raise FatbinError("corrupt LZ4 block: bad match offset")
-        mlen = token & 15
-        if mlen == 15:
-            while True:
-                b = src[i]
-                i += 1
-                mlen += b
-                if b != 255:
-                    break
+        mlen, i = _lz4_extend(token & 15, src, i)
         mlen += 4
         start = len(out) - off
         if off >= mlen:

@@ -12,6 +12,7 @@ that uses find_package(Torch), which is how C++ users consume it.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from condapipe import tables
@@ -24,20 +25,20 @@ from condapipe.families._common import (
     variant_matrix,
 )
 from condapipe.families.pytorch import (
+    about,
     missing_dso_allowlist,
     platform_rows,
     source_ref,
+    torch_env,
     variant_row,
 )
 from condapipe.recipe_model import (
     ALWAYS,
-    About,
     Dep,
     ExtraFile,
     RecipeModel,
     Requirements,
     Script,
-    SourceRef,
     Tests,
     When,
 )
@@ -112,12 +113,7 @@ def build_model(spec: BuildSpec) -> RecipeModel:
     # Same source tree as pytorch, so the same fixes: the catalog is keyed on "pytorch".
     catalog = select_catalog(spec, "pytorch", {c: spec.version for c in spec.cudas})
 
-    env: dict[str, str] = dict(data["constant_env"])
-    env["BLAS"] = data["blas"][spec.blas]["setting"]
-    if not has_magma(spec) and any(not v.is_cpu for v in spec.cuda_variants):
-        env["USE_MAGMA"] = "OFF"
-    env.update(catalog.env)
-    env.update(spec.extra_env)
+    env = torch_env(spec, data, catalog, magma_off="OFF")
 
     body = render_template(
         "libtorch/build.sh.j2",
@@ -133,7 +129,7 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         version=spec.version,
         build_number=spec.build_number,
         build_string=f"{tag or '{{ build_tag }}'}_{spec.build_number}",
-        source=SourceRef(**{**source_ref(spec, data).__dict__, "patches": catalog.patches}),
+        source=dataclasses.replace(source_ref(spec, data), patches=catalog.patches),
         script=Script(env=tuple(env.items()), body=body, passthrough=tuple(data["passthrough"])),
         requirements=_requirements(spec, rows, data),
         tests=Tests(
@@ -141,13 +137,7 @@ def build_model(spec: BuildSpec) -> RecipeModel:
             requires=tuple(data["test_requires"]),
             files=("cmake_test",),
         ),
-        about=About(
-            home=data["home"],
-            license=data["license"],
-            license_file=data["license_file"],
-            summary=data["summary"],
-            dev_url=data["dev_url"],
-        ),
+        about=about(data),
         variants=variant_matrix((), rows),
         extra_files=tuple(ExtraFile(name=name, origin=here / name) for name in data["test_files"]),
         detect_binary_prefix=False,

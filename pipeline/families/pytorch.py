@@ -9,6 +9,7 @@ recipe with a matrix.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from packaging.specifiers import SpecifierSet
@@ -16,6 +17,7 @@ from packaging.version import Version
 
 from condapipe import tables
 from condapipe.families._common import (
+    CatalogSelection,
     common_value,
     family_data,
     render_template,
@@ -219,6 +221,31 @@ def _build_command(command: str) -> str:
     return f"python -m {command}" if command.startswith("pip ") else command
 
 
+def torch_env(spec: BuildSpec, data: dict, catalog: CatalogSelection, *, magma_off: str) -> dict[str, str]:
+    """Script env shared by the pytorch and libtorch families. Later sources win: family constants <
+    patch catalog < the spec's env (which already holds the series' required env from pytorch.yaml
+    and a Jetson profile's, overridable by --env). `magma_off` is how the build spells USE_MAGMA off
+    (setup.py reads "0", a direct CMake call "OFF")."""
+    env: dict[str, str] = dict(data["constant_env"])
+    env["BLAS"] = data["blas"][spec.blas]["setting"]
+    if not has_magma(spec) and any(not v.is_cpu for v in spec.cuda_variants):
+        env["USE_MAGMA"] = magma_off
+    env.update(catalog.env)
+    env.update(spec.extra_env)
+    return env
+
+
+def about(data: dict) -> About:
+    """The about section from a family's family.yaml."""
+    return About(
+        home=data["home"],
+        license=data["license"],
+        license_file=data["license_file"],
+        summary=data["summary"],
+        dev_url=data["dev_url"],
+    )
+
+
 def build_model(spec: BuildSpec) -> RecipeModel:
     """The recipe of one pytorch spec (all its Pythons and CUDA variants)."""
     data = family_data("pytorch")
@@ -226,14 +253,7 @@ def build_model(spec: BuildSpec) -> RecipeModel:
     rows = platform_rows(spec, [variant_row(spec, series, v) for v in spec.cuda_variants])
     catalog = select_catalog(spec, "pytorch", {c: spec.version for c in spec.cudas})
 
-    # Later sources win: family constants < patch catalog < the spec's env (which already holds
-    # the series' required env from pytorch.yaml and a Jetson profile's, overridable by --env).
-    env: dict[str, str] = dict(data["constant_env"])
-    env["BLAS"] = data["blas"][spec.blas]["setting"]
-    if not has_magma(spec) and any(not v.is_cpu for v in spec.cuda_variants):
-        env["USE_MAGMA"] = "0"
-    env.update(catalog.env)
-    env.update(spec.extra_env)
+    env = torch_env(spec, data, catalog, magma_off="0")
 
     body = render_template(
         "pytorch/build.sh.j2",
@@ -257,17 +277,11 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         version=spec.version,
         build_number=spec.build_number,
         build_string=f"py{{{{ python }}}}_{tag or '{{ build_tag }}'}_{spec.build_number}",
-        source=SourceRef(**{**source_ref(spec, data).__dict__, "patches": catalog.patches}),
+        source=dataclasses.replace(source_ref(spec, data), patches=catalog.patches),
         script=Script(env=tuple(env.items()), body=body, passthrough=tuple(data["passthrough"])),
         requirements=_requirements(spec, series, rows),
         tests=Tests(imports=("torch",), commands=tuple(tests)),
-        about=About(
-            home=data["home"],
-            license=data["license"],
-            license_file=data["license_file"],
-            summary=data["summary"],
-            dev_url=data["dev_url"],
-        ),
+        about=about(data),
         variants=variant_matrix(spec.pythons, rows),
         detect_binary_prefix=False,
         missing_dso_allowlist=missing_dso_allowlist(spec, data),
