@@ -550,7 +550,7 @@ def check_platform(spec: BuildSpec, machine: Machine, **_: object) -> CheckResul
     if native == spec.platform:
         res.findings.append(Finding("platform", "ok", f"{machine.arch} machine builds {spec.platform}"))
         return res
-    where = "on the Jetson board itself" if getattr(spec, "jetson", None) else f"on a {spec.platform} machine"
+    where = "on the Jetson board itself" if spec.jetson else f"on a {spec.platform} machine"
     res.findings.append(
         Finding(
             "platform",
