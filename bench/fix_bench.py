@@ -173,9 +173,9 @@ def _all_files(root: Path) -> list[str]:
 def flow_anchor(root: Path, out: Path, level: int) -> None:
     from conda_package_handling.conda_fmt import CondaFormat_v2
 
-    from condapipe.elf.patchers import patchelf_binary
-    from condapipe.elf.rpath import origin_relative
-    from condapipe.package_io import file_digest
+    from condapipe.fix.elf.patchers import patchelf_binary
+    from condapipe.fix.elf.rpath import origin_relative
+    from condapipe.fix.package_io import file_digest
 
     patchelf = patchelf_binary()
     for elf in _elves(root):
@@ -195,8 +195,8 @@ def flow_anchor(root: Path, out: Path, level: int) -> None:
 
 
 def flow_condapipe(root: Path, out: Path, level: int, threads: int, max_memory_mib: int = 1024) -> None:
-    from condapipe.fix import FixOptions, fix_prefix
-    from condapipe.package_io import PackOptions, file_digest, pack
+    from condapipe.fix.fixer import FixOptions, fix_prefix
+    from condapipe.fix.package_io import PackOptions, file_digest, pack
 
     report = fix_prefix(root, FixOptions(build_prefixes=(PREFIX,)))
     if report.errors:
@@ -217,7 +217,7 @@ def flow_condapipe(root: Path, out: Path, level: int, threads: int, max_memory_m
 
 
 def flow_verify(package: Path) -> None:
-    from condapipe.verify import verify_package
+    from condapipe.verify.verifier import verify_package
 
     report = verify_package(package, dep_libs=("*",))
     print(json.dumps({"verify_ok": report.ok, "errors": report.errors[:3]}), file=sys.stderr)
@@ -235,7 +235,7 @@ def flow_zstd(root: Path, out: Path, level: int) -> None:
 
 
 def inplace_edit_ms(path: Path) -> float:
-    from condapipe.elf.patchers import Change, InPlacePatcher
+    from condapipe.fix.elf.patchers import Change, InPlacePatcher
 
     t = time.perf_counter()
     InPlacePatcher().apply(path, Change(rpath="$ORIGIN:$ORIGIN/../../../.."))

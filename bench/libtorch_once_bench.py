@@ -74,7 +74,7 @@ def _render(out: Path, pythons: list[str]) -> Path:
     args = ["render", "pytorch", "--version", "2.4.1", "--cuda", "cpu", "-o", str(out)]
     for py in pythons:
         args += ["--python", py]
-    cli = [sys.executable, "-c", "from condapipe.cli import main; main()"]
+    cli = [sys.executable, "-c", "from condapipe.cli.main import main; main()"]
     subprocess.run([*cli, *args], check=True, capture_output=True, cwd=out.parent)
     return out
 

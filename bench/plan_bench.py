@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from condapipe.plan import Plan, Step, StepContext, StepOutcome, describe, run_plan
-from condapipe.state import STATE_FILE, StateFile, sha256_file
+from condapipe.plan.runner import Plan, Step, StepContext, StepOutcome, describe, run_plan
+from condapipe.plan.state import STATE_FILE, StateFile, sha256_file
 
 KINDS = ("render", "build", "fix", "verify", "test", "publish")
 

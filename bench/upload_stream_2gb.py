@@ -28,7 +28,7 @@ def _peak():
     with open(os.environ["RSS_OUT"], "w") as fh:
         fh.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
 atexit.register(_peak)
-from condapipe.cli import main
+from condapipe.cli.main import main
 sys.argv = ["condapipe", *sys.argv[1:]]
 main()
 """

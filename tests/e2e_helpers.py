@@ -14,7 +14,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from condapipe.cli import main
+from condapipe.cli.main import main
 
 
 def condapipe(*args: str, cwd: Path) -> tuple[int, str, str]:

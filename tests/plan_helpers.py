@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from condapipe.channel import file_digests, read_package_info
-from condapipe.verify import verify_package
+from condapipe.publish.channel import file_digests, read_package_info
+from condapipe.verify.verifier import verify_package
 
-CLI = [sys.executable, "-c", "from condapipe.cli import main; main()"]
+CLI = [sys.executable, "-c", "from condapipe.cli.main import main; main()"]
 SMOKE = ["build", "cuda-smoke", "--cuda", "13.0", "--arch", "9.0"]
 SMOKE_LABEL = "cuda-smoke-1.0.0-cuda13.0"
 _OUTPUT: dict[int, tuple] = {}

@@ -16,7 +16,7 @@ import jinja2
 from click.testing import CliRunner, Result
 from ruamel.yaml import YAML
 
-from condapipe.cli import main
+from condapipe.cli.main import main
 
 PLATFORMS = ("linux-64", "linux-aarch64")
 _SELECTOR = re.compile(r"\s+#\s*\[(?P<expr>.+)\]\s*$")

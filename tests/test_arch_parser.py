@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from condapipe.arch import Arch, ArchList, parse_arch_list, parse_token
 from condapipe.errors import UsageError
-from condapipe.tables import cuda_info, cuda_versions
+from condapipe.spec.arch import Arch, ArchList, parse_arch_list, parse_token
+from condapipe.spec.tables import cuda_info, cuda_versions
 
 KNOWN_PLAIN = [a for v in cuda_versions() for a in cuda_info(v).accepted_archs() if not a.suffix]
 

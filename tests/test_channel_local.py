@@ -13,7 +13,7 @@ import rattler
 from fake_anaconda import make_package
 from fake_anaconda.harness import isolated_env, run_cli, sha256
 
-from condapipe.channel import index_channel, index_parallelism, read_package_info
+from condapipe.publish.channel import index_channel, index_parallelism, read_package_info
 
 
 @pytest.fixture
@@ -205,7 +205,7 @@ def test_readers_never_see_a_partial_package_or_repodata(tmp_path):
     thread = threading.Thread(target=reader)
     thread.start()
     try:
-        from condapipe.upload import Mode, upload_to_directory
+        from condapipe.publish.upload import Mode, upload_to_directory
 
         for _ in range(2):
             for version in versions:
@@ -276,7 +276,7 @@ def test_verify_keeps_a_defective_package_out_of_the_channel(out, tmp_path):
 def test_two_publishers_at_once_both_end_up_in_the_repodata(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
-    from condapipe.upload import upload_to_directory
+    from condapipe.publish.upload import upload_to_directory
 
     channel = tmp_path / "ch"
     batches = [[make_package(tmp_path / f"p{i}", f"pkg{i}-{j}", "1.0") for j in range(3)] for i in range(2)]
@@ -291,7 +291,7 @@ def test_two_publishers_at_once_both_end_up_in_the_repodata(tmp_path):
 
 
 def test_publish_local_takes_paths_and_reports_each_file(out, tmp_path):
-    from condapipe.channel import publish_local
+    from condapipe.publish.channel import publish_local
 
     outcomes, index = publish_local(sorted(out.iterdir()), tmp_path / "ch")
     assert [o.status.value for o in outcomes] == ["uploaded"] * 3

@@ -1,7 +1,7 @@
 """Build-log diagnosis: a failed build names the known cause and its fix, from real log excerpts.
 
 The excerpts under tests/data/logs/ are real compiler/CMake/linker output (see their README for
-how each was produced); the rules that match them are data in pipeline/data/diagnoses.yaml.
+how each was produced); the rules that match them are data in pipeline/condapipe/data/diagnoses.yaml.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from condapipe.diagnose import _parse_rules, diagnose_file, diagnose_lines, load_rules, summary
+from condapipe.build.diagnose import _parse_rules, diagnose_file, diagnose_lines, load_rules, summary
 
 LOGS = Path(__file__).parent / "data" / "logs"
 

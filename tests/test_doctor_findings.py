@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from condapipe.cli import main
-from condapipe.doctor import Machine, run_doctor
-from condapipe.spec_options import spec_from_cli
+from condapipe.cli.main import main
+from condapipe.doctor.run import Machine, run_doctor
+from condapipe.spec.options import spec_from_cli
 
 STANDINS = Path(__file__).parent / "standins" / "doctor"
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -136,7 +136,7 @@ def test_max_jobs_follows_ram_per_compile_job_and_the_cap(tmp_path: Path, gib: f
 
 
 def test_pytorch_max_jobs_uses_the_memory_per_job_of_its_version_series(tmp_path: Path) -> None:
-    from condapipe.tables import pytorch_info
+    from condapipe.spec.tables import pytorch_info
 
     per_job = pytorch_info("2.4.1").mem_per_job_gb  # pytorch.yaml: what one nvcc job of 2.4 needs
     spec = spec_from_cli("pytorch", {"version": "2.4.1", "cuda": ("cpu",), "python": ("3.11",)})
@@ -173,7 +173,7 @@ def _driver_file(tmp_path: Path, version: str) -> Path:
     ],
 )
 def test_the_driver_version_is_read_from_both_kernel_module_flavours(tmp_path: Path, line: str) -> None:
-    from condapipe.doctor_checks import driver_version
+    from condapipe.doctor.checks import driver_version
 
     path = tmp_path / "version"
     path.write_text(line + "\nGCC version:  gcc version 15.3.0 (GCC) \n")
@@ -305,7 +305,7 @@ def test_cudnn_from_the_pip_wheel_layout_is_found(tmp_path: Path, monkeypatch: p
 
 @pytest.mark.gpu
 def test_on_a_gpu_machine_the_loaded_driver_is_read_and_matches_nvidia_smi(tmp_path: Path) -> None:
-    from condapipe.doctor_checks import driver_version
+    from condapipe.doctor.checks import driver_version
 
     smi = subprocess.run(
         ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True
@@ -314,7 +314,7 @@ def test_on_a_gpu_machine_the_loaded_driver_is_read_and_matches_nvidia_smi(tmp_p
 
 
 def test_libtorch_is_checked_like_pytorch_for_cudnn_cmake_and_memory(tmp_path: Path) -> None:
-    from condapipe.tables import pytorch_info
+    from condapipe.spec.tables import pytorch_info
 
     spec = spec_from_cli("libtorch", {"version": "2.9.0", "cuda": ("13.0",)})
     report = run_doctor(spec, machine(tmp_path, meminfo=str(meminfo(tmp_path, 64 * 1024 * 1024))))

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from conda_package_handling import api as cph
 
-from condapipe.engines import BuildOptions, CondaBuildEngine, engine_for_recipe, get_engine
-from condapipe.engines.conda_build import _works
+from condapipe.build import BuildOptions, CondaBuildEngine, engine_for_recipe, get_engine
+from condapipe.build.conda_build import _works
 from condapipe.errors import BuildFailed, UsageError
 
 HERE = Path(__file__).parent
@@ -160,8 +160,8 @@ def test_cuda_smoke_builds_from_its_v0_recipe_with_conda_build(standin_conda: Pa
     with the real nvcc: the variant keys reach build.sh and the package has the requested archs."""
     from e2e_helpers import build_json
 
-    from condapipe.arch import parse_arch_list
-    from condapipe.verify import verify_package
+    from condapipe.spec.arch import parse_arch_list
+    from condapipe.verify.verifier import verify_package
 
     result = build_json(
         "cuda-smoke", "--cuda", "13.0", "--arch", "8.0;9.0+PTX", "--engine", "conda-build", cwd=tmp_path

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from conda_package_handling import api as cph
 
-from condapipe.engines import BuildOptions, RattlerBuildEngine, engine_for_recipe, get_engine
-from condapipe.engines.rattler_build import package_format_arg
+from condapipe.build import BuildOptions, RattlerBuildEngine, engine_for_recipe, get_engine
+from condapipe.build.rattler_build import package_format_arg
 from condapipe.errors import BuildFailed, EnvironmentProblem, UsageError
 
 RECIPES = Path(__file__).parent / "data" / "recipes"

@@ -16,12 +16,12 @@ from click.testing import CliRunner
 from conda_package_handling import api as cph
 from elfkit import LIB_SRC, gcc_exe, gcc_shared, make_package, readelf_dynamic, sha256, write_metadata
 
-from condapipe.cli import main
-from condapipe.elf.reader import read_dynamic
-from condapipe.elf.rpath import rules_for
-from condapipe.fix import FixOptions, fix_package, fix_package_file, fix_prefix, vendored_name
-from condapipe.package_io import read_index
-from condapipe.verify import verify_package
+from condapipe.cli.main import main
+from condapipe.fix.elf.reader import read_dynamic
+from condapipe.fix.elf.rpath import rules_for
+from condapipe.fix.fixer import FixOptions, fix_package, fix_package_file, fix_prefix, vendored_name
+from condapipe.fix.package_io import read_index
+from condapipe.verify.verifier import verify_package
 
 PREFIX = "/home/ci/conda-bld/torch_1700000000/_h_env_placehold_placehold_placehold_placehold_placehold"
 SP = "lib/python3.11/site-packages/torch"

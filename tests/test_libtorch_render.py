@@ -148,9 +148,9 @@ def test_a_test_file_missing_from_the_recipe_is_refused(tmp_path: Path) -> None:
     from dataclasses import replace
 
     from condapipe.errors import UsageError
-    from condapipe.families.libtorch import build_model
-    from condapipe.render import render_model
-    from condapipe.spec import build_spec
+    from condapipe.render.families.libtorch import build_model
+    from condapipe.render.recipe_dir import render_model
+    from condapipe.spec.build_spec import build_spec
 
     model = build_model(build_spec("libtorch", {"version": "2.4.1", "cuda": ["cpu"]}))
     broken = replace(model, tests=replace(model.tests, files=("cmake_tests",)))

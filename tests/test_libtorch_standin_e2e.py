@@ -29,11 +29,11 @@ import pytest
 from conda_package_handling import api as cph
 from e2e_helpers import build_json, install, run_clean
 
-from condapipe.arch import parse_arch_list
-from condapipe.channel import index_channel
-from condapipe.families.libtorch import build_model
-from condapipe.spec import build_spec
-from condapipe.verify import verify_package
+from condapipe.publish.channel import index_channel
+from condapipe.render.families.libtorch import build_model
+from condapipe.spec.arch import parse_arch_list
+from condapipe.spec.build_spec import build_spec
+from condapipe.verify.verifier import verify_package
 
 STANDIN = Path(__file__).parent / "data" / "libtorch-standin"
 TEST_PROJECT = Path(__file__).resolve().parents[1] / "recipes" / "libtorch" / "cmake_test"

@@ -10,7 +10,7 @@ from packaging.version import Version
 from patches_helpers import entry, unified_diff, write_catalog
 
 from condapipe.errors import UsageError
-from condapipe.patch_catalog import PLATFORMS, check_consistency, load_catalog, patch_targets
+from condapipe.render.patch_catalog import PLATFORMS, check_consistency, load_catalog, patch_targets
 
 SHIPPED = load_catalog()
 PATCHES = [e for e in SHIPPED.entries if e.kind == "patch"]

@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 from patches_helpers import entry, unified_diff, write_catalog, write_tree
 
-from condapipe.cli import main
-from condapipe.patch_catalog import load_catalog
-from condapipe.patch_check import ALREADY_APPLIED, APPLIES, CONFIG, FAILS, check_entries, parse_hunks
+from condapipe.cli.main import main
+from condapipe.render.patch_catalog import load_catalog
+from condapipe.render.patch_check import ALREADY_APPLIED, APPLIES, CONFIG, FAILS, check_entries, parse_hunks
 
 ORIGINAL = "".join(f"line {i}\n" for i in range(1, 41))
 FIXED = ORIGINAL.replace("line 5\n", "line 5 fixed\n").replace("line 30\n", "line 30 fixed\n")

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from patches_helpers import entry, write_catalog
 
 from condapipe.errors import UsageError
-from condapipe.patch_catalog import PLATFORMS, applicable, config_env, load_catalog, patch_files
+from condapipe.render.patch_catalog import PLATFORMS, applicable, config_env, load_catalog, patch_files
 
 SHIPPED = load_catalog()
 

@@ -31,8 +31,8 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from condapipe.patch_catalog import PatchEntry, applicable, load_catalog
-from condapipe.patch_check import APPLIES, check_entries
+from condapipe.render.patch_catalog import PatchEntry, applicable, load_catalog
+from condapipe.render.patch_check import APPLIES, check_entries
 
 pytestmark = pytest.mark.upstream
 

@@ -16,9 +16,9 @@ import pytest
 from e2e_helpers import install, run_clean
 from plan_helpers import channel_problems
 
-from condapipe.plan import describe, run_plan
-from condapipe.plan_build import PlanOptions, make_family_plan, make_recipe_plan
-from condapipe.spec_options import spec_from_cli
+from condapipe.plan.build_plan import PlanOptions, make_family_plan, make_recipe_plan
+from condapipe.plan.runner import describe, run_plan
+from condapipe.spec.options import spec_from_cli
 
 pytestmark = [
     pytest.mark.slow,

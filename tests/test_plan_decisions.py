@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from condapipe.errors import BuildFailed, EnvironmentProblem
-from condapipe.plan import Plan, PlanFailed, Step, StepContext, StepOutcome, describe, run_plan
-from condapipe.state import STATE_FILE, StateFile, work_dir_lock
+from condapipe.plan.runner import Plan, PlanFailed, Step, StepContext, StepOutcome, describe, run_plan
+from condapipe.plan.state import STATE_FILE, StateFile, work_dir_lock
 
 
 def writer(name: str, text: str, calls: list[str]):

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from condapipe.cli import main
-from condapipe.family_build import FamilyBuild, preflight
-from condapipe.plan_build import PlanOptions, family_jobs
-from condapipe.plan_steps import build_env
-from condapipe.spec_options import spec_from_cli
+from condapipe.cli.family_build import FamilyBuild, preflight
+from condapipe.cli.main import main
+from condapipe.plan.build_plan import PlanOptions, family_jobs
+from condapipe.plan.steps import build_env
+from condapipe.spec.options import spec_from_cli
 
 KINDS = ["render", "build", "fix", "verify", "test", "publish"]
 STANDIN_NVCC = Path(__file__).parent / "standins" / "doctor" / "nvcc-11.0" / "nvcc"

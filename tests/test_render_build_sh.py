@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from render_helpers import load_yaml, run_cli, variant_combos
 
-from condapipe.families._common import render_template
+from condapipe.render.families._common import render_template
 
 RECORDER = """\
 import json, os, sys

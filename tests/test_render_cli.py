@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 from render_helpers import load_yaml, v0_meta, variant_combos
 
-from condapipe.cli import main
+from condapipe.cli.main import main
 
 
 @pytest.fixture(autouse=True)

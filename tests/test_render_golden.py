@@ -18,8 +18,8 @@ import pytest
 from render_helpers import recipe_files, run_cli
 
 from condapipe.errors import UsageError
-from condapipe.render import render_recipe
-from condapipe.spec_options import spec_from_cli
+from condapipe.render.recipe_dir import render_recipe
+from condapipe.spec.options import spec_from_cli
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -93,7 +93,15 @@ def test_same_spec_gives_byte_identical_files_across_processes(tmp_path: Path) -
         env = {**os.environ, "PYTHONHASHSEED": seed}
         args = CASES["pytorch-2.4.1-matrix"]
         proc = subprocess.run(
-            [sys.executable, "-c", "from condapipe.cli import main; main()", "render", *args, "-o", str(out)],
+            [
+                sys.executable,
+                "-c",
+                "from condapipe.cli.main import main; main()",
+                "render",
+                *args,
+                "-o",
+                str(out),
+            ],
             env=env,
             capture_output=True,
             text=True,

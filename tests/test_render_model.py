@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from render_helpers import load_yaml, v0_meta, v1_render
 
 from condapipe.errors import UsageError
-from condapipe.recipe_model import (
+from condapipe.render.model import (
     VARIANT_REF,
     Dep,
     DownPrioritize,
@@ -29,8 +29,8 @@ from condapipe.recipe_model import (
     Variants,
     When,
 )
-from condapipe.recipe_syntax import bash_value, condition_v1, selector_v0
-from condapipe.render import MARKER, plan_files, render_model
+from condapipe.render.recipe_dir import MARKER, plan_files, render_model
+from condapipe.render.syntax import bash_value, condition_v1, selector_v0
 
 
 def small_model(**changes: object) -> RecipeModel:

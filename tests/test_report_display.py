@@ -14,9 +14,9 @@ import pytest
 from rich.console import Console
 
 from condapipe.errors import BuildFailed
-from condapipe.plan import Plan, PlanFailed, Step, StepContext, StepOutcome, run_plan
-from condapipe.progress import StepDisplay
-from condapipe.report import build_report, print_summary, to_markdown, write_report
+from condapipe.plan.progress import StepDisplay
+from condapipe.plan.report import build_report, print_summary, to_markdown, write_report
+from condapipe.plan.runner import Plan, PlanFailed, Step, StepContext, StepOutcome, run_plan
 
 NASTY = "tests [0] of pkg[/] failed [red]"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from condapipe.cli import main
+from condapipe.cli.main import main
 
 OK = ["--version", "2.4.1", "--python", "3.10", "--cuda", "12.4"]
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from condapipe.arch import Arch, ArchList
 from condapipe.errors import UsageError
-from condapipe.tables import cuda_info, cuda_versions, link_overflow_max_images, normalize_cuda
+from condapipe.spec.arch import Arch, ArchList
+from condapipe.spec.tables import cuda_info, cuda_versions, link_overflow_max_images, normalize_cuda
 
 EXPECTED_VERSIONS = [
     *("9.2", "10.0", "10.1", "10.2"),

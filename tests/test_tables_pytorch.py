@@ -7,7 +7,7 @@ import pytest
 from packaging.version import Version
 
 from condapipe.errors import UsageError
-from condapipe.tables import cuda_versions, pytorch_info, pytorch_versions
+from condapipe.spec.tables import cuda_versions, pytorch_info, pytorch_versions
 
 SERIES = sorted({pytorch_info(v).series for v in pytorch_versions()}, key=Version)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from condapipe.channel import PackageInfo
-from condapipe.upload_order import rank, upload_order
+from condapipe.publish.channel import PackageInfo
+from condapipe.publish.upload_order import rank, upload_order
 
 
 def pkg(name: str, *depends: str, version: str = "1.0") -> PackageInfo:

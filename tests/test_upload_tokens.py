@@ -21,7 +21,7 @@ from fake_anaconda import FakeAnaconda, make_package
 from fake_anaconda.harness import TOKEN, assert_holds_exactly
 
 from condapipe.errors import UsageError
-from condapipe.tokens import REDACTED, RedactingFilter, Token, read_token_file, redact, resolve_token
+from condapipe.publish.tokens import REDACTED, RedactingFilter, Token, read_token_file, redact, resolve_token
 
 SITE = "http://127.0.0.1:1"
 
@@ -80,7 +80,7 @@ def _hook(event, args):
     if event in ("subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn", "os.system"):
         _log.write(json.dumps([event, repr(args)]) + "\\n"); _log.flush()
 sys.addaudithook(_hook)
-from condapipe.cli import main
+from condapipe.cli.main import main
 sys.argv = ["condapipe", *sys.argv[1:]]
 main()
 """

@@ -12,10 +12,10 @@ import pytest
 from click.testing import CliRunner
 from elfkit import LIB_SRC, NVCC, USER_SRC, gcc_shared, make_package, nvcc_shared, write_metadata
 
-from condapipe.arch import parse_arch_list
-from condapipe.cli import main
-from condapipe.elf.fatbin import read_fatbin
-from condapipe.verify import verify_package
+from condapipe.cli.main import main
+from condapipe.fix.elf.fatbin import read_fatbin
+from condapipe.spec.arch import parse_arch_list
+from condapipe.verify.verifier import verify_package
 
 BUILD = "/home/ci/conda-bld/demo_1700000000/_h_env_placehold_placehold_placehold_placehold"
 has_nvcc = pytest.mark.skipif(not Path(NVCC).exists(), reason="nvcc not installed")

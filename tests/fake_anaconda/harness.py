@@ -11,7 +11,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from condapipe.cli import main
+from condapipe.cli.main import main
 from fake_anaconda.server import FakeAnaconda
 
 TOKEN = "tok-alice-5f1c9e27a8d34b6c"  # a made-up token; greppable in every output

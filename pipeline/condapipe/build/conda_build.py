@@ -14,9 +14,9 @@ import time
 from functools import lru_cache
 from pathlib import Path
 
-from condapipe import diagnose
-from condapipe.engines.base import V0_RECIPE, BuildOptions, EngineResult, log_file_for
-from condapipe.engines.logs import BuildLog, stream_process
+from condapipe.build import diagnose
+from condapipe.build.base import V0_RECIPE, BuildOptions, EngineResult, log_file_for
+from condapipe.build.logs import BuildLog, stream_process
 from condapipe.errors import BuildFailed, EnvironmentProblem, UsageError
 
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
@@ -114,7 +114,7 @@ class CondaBuildEngine:
                 "conda-build is not installed",
                 fix="`conda install conda-build`, or use --engine rattler-build",
             )
-        from condapipe.engines.rattler_build import ensure_channel
+        from condapipe.build.rattler_build import ensure_channel
 
         ensure_channel(options.output_dir)
         expected = self.expected_packages(command, recipe_dir, options)
@@ -137,7 +137,7 @@ class CondaBuildEngine:
                 f"conda build succeeded but did not write {', '.join(map(str, missing))}",
                 log_path=str(log_path),
             )
-        from condapipe.channel import index_channel
+        from condapipe.publish.channel import index_channel
 
         index_channel(options.output_dir)
         return EngineResult(self.name, tuple(expected), log_path, time.monotonic() - started)

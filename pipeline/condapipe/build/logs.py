@@ -15,7 +15,7 @@ from typing import TextIO
 from rich.console import Console
 from rich.text import Text
 
-from condapipe.output import err_console
+from condapipe.cli.output import err_console
 
 # Terminal control sequences (colours, cursor moves) are kept off the log file.
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

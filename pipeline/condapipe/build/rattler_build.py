@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from condapipe import diagnose
-from condapipe.engines.base import V1_RECIPE, BuildOptions, EngineResult, log_file_for
-from condapipe.engines.logs import BuildLog
+from condapipe.build import diagnose
+from condapipe.build.base import V1_RECIPE, BuildOptions, EngineResult, log_file_for
+from condapipe.build.logs import BuildLog
 from condapipe.errors import BuildFailed, UsageError
 
 # rattler-build spells the bzip2 format "tar-bz2" in its format:level strings.
@@ -79,7 +79,7 @@ def ensure_channel(directory: Path) -> None:
     rattler-build ignores a local channel without noarch/repodata.json while solving build envs,
     but its test step then fails with a bare "Test failed", so every channel we pass is indexed.
     """
-    from condapipe.channel import index_channel  # the channel engineer's indexer (py-rattler)
+    from condapipe.publish.channel import index_channel  # the channel engineer's indexer (py-rattler)
 
     directory.mkdir(parents=True, exist_ok=True)
     if not (directory / "noarch" / "repodata.json").exists():
@@ -88,7 +88,7 @@ def ensure_channel(directory: Path) -> None:
 
 def publish(packages: list[Path], output_dir: Path) -> list[Path]:
     """Copy built packages into `output_dir/<subdir>/` atomically and re-index the channel."""
-    from condapipe.channel import index_channel
+    from condapipe.publish.channel import index_channel
 
     published = []
     for pkg in packages:

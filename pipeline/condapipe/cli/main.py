@@ -1,6 +1,6 @@
 """The `condapipe` command: a thin click group that maps errors to exit codes.
 
-Commands live in `condapipe.commands.<name>` (one module each, exposing `command`) so that
+Commands live in `condapipe.cli.commands.<name>` (one module each, exposing `command`) so that
 features stay small and independent; this module only wires them up and prints failures
 as one line (a traceback only with --debug).
 """
@@ -16,7 +16,7 @@ import click
 from condapipe import __version__
 from condapipe.errors import CondapipeError
 
-# Command names, each the name of its module under condapipe.commands, in --help order.
+# Command names, each the name of its module under condapipe.cli.commands, in --help order.
 COMMAND_MODULES: tuple[str, ...] = (
     "render",
     "build",
@@ -40,7 +40,7 @@ class _Group(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in COMMAND_MODULES:
             return None
-        return importlib.import_module(f"condapipe.commands.{cmd_name}").command
+        return importlib.import_module(f"condapipe.cli.commands.{cmd_name}").command
 
     def invoke(self, ctx: click.Context) -> object:
         debug = bool(ctx.find_root().params.get("debug"))

@@ -19,9 +19,9 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from condapipe.doctor import Finding, Machine, doctor_data, family_facts
+from condapipe.doctor.run import Finding, Machine, doctor_data, family_facts
 from condapipe.errors import CondapipeError
-from condapipe.spec import BuildSpec
+from condapipe.spec.build_spec import BuildSpec
 
 GIB = 1024**3
 
@@ -130,7 +130,7 @@ def _older_gccs(machine: Machine, limit: int) -> list[str]:
 
 def check_gcc(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
     """The host compiler nvcc will call must not be newer than its host_config.h accepts."""
-    from condapipe.tables import cuda_info
+    from condapipe.spec.tables import cuda_info
 
     res = CheckResult()
     cc = machine.env.get("NVCC_CCBIN") or machine.env.get("CC") or "gcc"
@@ -262,7 +262,7 @@ def mem_available_gib(meminfo: Path) -> float | None:
 def _gib_per_job(spec: BuildSpec, facts: dict) -> float:
     if facts.get("ram_per_job_from") == "pytorch":
         try:
-            from condapipe.tables import pytorch_info
+            from condapipe.spec.tables import pytorch_info
 
             return float(pytorch_info(spec.version).mem_per_job_gb)
         except (CondapipeError, KeyError, ValueError):
@@ -517,7 +517,7 @@ def check_cmake(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
 
 
 def check_engine(spec: BuildSpec, machine: Machine, *, engine: str = "auto", **_: object) -> CheckResult:
-    from condapipe.engines import get_engine
+    from condapipe.build import get_engine
 
     res = CheckResult()
     try:

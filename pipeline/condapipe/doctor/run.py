@@ -22,7 +22,7 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from condapipe.errors import EnvironmentProblem
-from condapipe.spec import BuildSpec
+from condapipe.spec.build_spec import BuildSpec
 
 LEVELS = ("ok", "info", "warn", "block")
 
@@ -155,7 +155,7 @@ def run_doctor(
     spec: BuildSpec, machine: Machine, *, engine: str = "auto", variants_to_build: int | None = None
 ) -> DoctorReport:
     """Every check, in a stable order; never raises for what it finds, only reports."""
-    from condapipe import doctor_checks as checks
+    from condapipe.doctor import checks as checks
 
     findings: list[Finding] = []
     env: dict[str, str] = {}

@@ -1,7 +1,7 @@
 """`fix`: make every ELF file of a package or prefix relocatable, in parallel.
 
-Per file: the rpath from the family's rules (condapipe.elf.rpath), needed names of vendored
-libraries replaced, written by the cheapest patcher that can (condapipe.elf.patchers).
+Per file: the rpath from the family's rules (condapipe.fix.elf.rpath), needed names of vendored
+libraries replaced, written by the cheapest patcher that can (condapipe.fix.elf.patchers).
 For a package file: unpack, fix, refresh paths.json, repack the same format, rename over
 the original (or write to another folder) — never a half-written package.
 """
@@ -18,11 +18,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from condapipe.elf.patchers import RPATH, Change, PatchError, apply_change
-from condapipe.elf.reader import DT_RPATH, DT_RUNPATH, ElfFile, NotElf, is_elf
-from condapipe.elf.rpath import RpathRules, decide, rules_for
 from condapipe.errors import BuildFailed, UsageError
-from condapipe.package_io import (
+from condapipe.fix.elf.patchers import RPATH, Change, PatchError, apply_change
+from condapipe.fix.elf.reader import DT_RPATH, DT_RUNPATH, ElfFile, NotElf, is_elf
+from condapipe.fix.elf.rpath import RpathRules, decide, rules_for
+from condapipe.fix.package_io import (
     PackOptions,
     Progress,
     file_digest,

@@ -24,11 +24,11 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from condapipe.errors import UsageError
-from condapipe.plan import Plan, Step
-from condapipe.spec import BuildSpec, CudaVariant, Source
-from condapipe.state import STATE_FILE, StateFile
+from condapipe.plan.runner import Plan, Step
+from condapipe.plan.state import STATE_FILE, StateFile
+from condapipe.spec.build_spec import BuildSpec, CudaVariant, Source
 
-PACKAGE_ROOT = Path(__file__).resolve().parent
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -141,8 +141,8 @@ def prerequisite_spec(family: str, spec: BuildSpec, variant: CudaVariant) -> Bui
     Validated like a user's `condapipe build magma --cuda X`, with the build number of the
     package pytorch's own builds used (cuda.yaml), so a rebuilt magma-cudaXY matches upstream's.
     """
-    from condapipe.spec import build_spec
-    from condapipe.tables import cuda_info
+    from condapipe.spec.build_spec import build_spec
+    from condapipe.spec.tables import cuda_info
 
     if family != "magma":
         raise UsageError(f"data/plan.yaml names prerequisite {family!r}, which condapipe cannot build")
@@ -155,7 +155,7 @@ def prerequisite_spec(family: str, spec: BuildSpec, variant: CudaVariant) -> Bui
 
 
 def prerequisite_package(family: str, variant: CudaVariant) -> str:
-    from condapipe.tables import cuda_info
+    from condapipe.spec.tables import cuda_info
 
     return cuda_info(variant.cuda).magma.package if family == "magma" else family
 
@@ -240,7 +240,7 @@ def _uses_prerequisite(spec: BuildSpec, family: str) -> bool:
 
     The family module decides through `has_<prerequisite>(spec)` when it defines one.
     """
-    from condapipe.families import family_for
+    from condapipe.render.families import family_for
 
     check = getattr(family_for(spec.package), f"has_{family.replace('-', '_')}", None)
     return bool(check(spec)) if callable(check) else True
@@ -358,7 +358,7 @@ def make_recipe_plan(
 
 def _engine_name(job: Job, options: PlanOptions) -> str:
     """The engine that will build the job ("auto" resolved: installing conda-build later rebuilds)."""
-    from condapipe.engines import engine_for_recipe, get_engine
+    from condapipe.build import engine_for_recipe, get_engine
 
     if job.recipe_dir is not None:
         return engine_for_recipe(job.recipe_dir, options.engine)[0].name
@@ -366,7 +366,7 @@ def _engine_name(job: Job, options: PlanOptions) -> str:
 
 
 def _job_steps(job: Job, options: PlanOptions, skip: str | None, skipped_jobs: set[str]) -> list[Step]:
-    from condapipe import plan_steps as act
+    from condapipe.plan import steps as act
 
     label = job.label
     steps: list[Step] = []
@@ -483,7 +483,7 @@ def _dso_allowlist(job: Job) -> tuple[str, ...]:
     soname globs for verify: e.g. JetPack's libcudart on a Jetson build is linked but not shipped."""
     if job.spec is None:
         return ()
-    from condapipe.families import family_for
+    from condapipe.render.families import family_for
 
     model = family_for(job.spec.package).build_model(job.spec)
     return tuple(sorted({pattern.rsplit("/", 1)[-1] for pattern in model.missing_dso_allowlist}))

@@ -15,10 +15,10 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from condapipe.output import err_console
+from condapipe.cli.output import err_console
 
 if TYPE_CHECKING:
-    from condapipe.plan import Plan, Step
+    from condapipe.plan.runner import Plan, Step
 
 _STYLE = {"ran": "green", "unchanged": "dim", "skipped": "yellow", "failed": "bold red", "running": "cyan"}
 

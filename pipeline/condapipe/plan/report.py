@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from condapipe.plan import Plan, PlanResult, StepResult
-from condapipe.state import atomic_write_text
+from condapipe.plan.runner import Plan, PlanResult, StepResult
+from condapipe.plan.state import atomic_write_text
 
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
@@ -26,7 +26,7 @@ REPORT_MD = "report.md"
 
 def _package_entry(result: StepResult, by_id: dict[str, StepResult]) -> list[dict[str, Any]]:
     """Facts about each package a publish step put into the channel."""
-    from condapipe.channel import read_package_info
+    from condapipe.publish.channel import read_package_info
 
     label = result.step.package
     verify = by_id.get(f"verify:{label}")

@@ -4,8 +4,8 @@ A user asks for one thing (`condapipe build pytorch --cuda 11.0`) and gets a cha
 (magma → render → build → fix → verify → test → publish). Each step declares its inputs as JSON
 data plus the steps whose outputs it reads; the hash of both decides whether a rerun can skip it.
 That is what makes a rerun after `kill -9` resume instead of restart, and an unchanged rerun
-finish in well under a second. Which steps a build has is `condapipe.plan_build`, what they do
-is `condapipe.plan_steps`; this module only decides, runs, records and describes.
+finish in well under a second. Which steps a build has is `condapipe.plan.build_plan`, what they do
+is `condapipe.plan.steps`; this module only decides, runs, records and describes.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from condapipe.errors import BuildFailed, CondapipeError
-from condapipe.state import STATE_FILE, FileRecord, StateFile, StepRecord, work_dir_lock
+from condapipe.plan.state import STATE_FILE, FileRecord, StateFile, StepRecord, work_dir_lock
 
 if TYPE_CHECKING:
-    from condapipe.plan_build import PlanOptions
-    from condapipe.progress import StepDisplay
-    from condapipe.spec import BuildSpec
+    from condapipe.plan.build_plan import PlanOptions
+    from condapipe.plan.progress import StepDisplay
+    from condapipe.spec.build_spec import BuildSpec
 
 # Test hook: comma-separated pause points ("before:<step-id>", "after:<step-id>", "publish:copied", ...).
 # At a listed point the process appends the point's name to CONDAPIPE_TEST_PAUSE_FILE and sleeps,
@@ -135,8 +135,8 @@ class Plan:
 
 
 def make_plan(spec: BuildSpec, options: PlanOptions) -> Plan:
-    """The plan for building a package family (see condapipe.plan_build)."""
-    from condapipe.plan_build import make_family_plan
+    """The plan for building a package family (see condapipe.plan.build_plan)."""
+    from condapipe.plan.build_plan import make_family_plan
 
     return make_family_plan(spec, options)
 

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from condapipe.errors import BuildFailed
-from condapipe.plan import StepContext, StepOutcome, pause_point
+from condapipe.plan.runner import StepContext, StepOutcome, pause_point
 
 if TYPE_CHECKING:
-    from condapipe.arch import ArchList
-    from condapipe.plan_build import Job, PlanOptions
-    from condapipe.spec import BuildSpec
+    from condapipe.plan.build_plan import Job, PlanOptions
+    from condapipe.spec.arch import ArchList
+    from condapipe.spec.build_spec import BuildSpec
 
 Action = Callable[[StepContext], StepOutcome]
 
@@ -34,7 +34,7 @@ def _packages(ctx: StepContext, step_id: str) -> list[Path]:
 
 def render_action(spec: BuildSpec, label: str) -> Action:
     def run(ctx: StepContext) -> StepOutcome:
-        from condapipe.render import render_recipe
+        from condapipe.render.recipe_dir import render_recipe
 
         # One recipe dir per variant job, where users look for rendered recipes.
         result = render_recipe(spec, ctx.work_dir / "recipes" / label)
@@ -46,7 +46,7 @@ def render_action(spec: BuildSpec, label: str) -> Action:
 
 def build_action(job: Job, options: PlanOptions) -> Action:
     def run(ctx: StepContext) -> StepOutcome:
-        from condapipe.engines import BuildOptions, engine_for_recipe
+        from condapipe.build import BuildOptions, engine_for_recipe
 
         if job.recipe_dir is not None:
             recipe_dir = job.recipe_dir
@@ -70,7 +70,7 @@ def build_action(job: Job, options: PlanOptions) -> Action:
             override_channels=options.override_channels,
             env=tuple(sorted(build_env(job, options).items())),
         )
-        from condapipe.engines.rattler_build import ensure_channel
+        from condapipe.build.rattler_build import ensure_channel
 
         ensure_channel(options.output_dir)  # a missing channel fails rattler-build's test step
         ctx.log.write(f"engine {engine.name} ({why}); recipe {recipe_dir}")
@@ -99,7 +99,7 @@ def build_env(job: Job, options: PlanOptions) -> dict[str, str]:
 
 def fix_action(build_step: str, family: str | None) -> Action:
     def run(ctx: StepContext) -> StepOutcome:
-        from condapipe.fix import fix_package_file
+        from condapipe.fix.fixer import fix_package_file
 
         fixed: list[Path] = []
         summaries = {}
@@ -120,7 +120,7 @@ def fix_action(build_step: str, family: str | None) -> Action:
 
 def verify_action(fix_step: str, archs: ArchList | None, dso_allowlist: tuple[str, ...] = ()) -> Action:
     def run(ctx: StepContext) -> StepOutcome:
-        from condapipe.verify import verify_package
+        from condapipe.verify.verifier import verify_package
 
         reports = {}
         for pkg in _packages(ctx, fix_step):
@@ -145,7 +145,7 @@ def test_action(fix_step: str, options: PlanOptions) -> Action:
     def run(ctx: StepContext) -> StepOutcome:
         import rattler_build
 
-        from condapipe.engines.rattler_build import ensure_channel
+        from condapipe.build.rattler_build import ensure_channel
 
         ensure_channel(options.output_dir)  # an unindexed local channel makes rattler-build's test fail
         channels = [str(options.output_dir.resolve()), *options.channels]
@@ -175,7 +175,7 @@ def test_action(fix_step: str, options: PlanOptions) -> Action:
 
 def publish_action(fix_step: str, options: PlanOptions) -> Action:
     def run(ctx: StepContext) -> StepOutcome:
-        from condapipe.channel import (
+        from condapipe.publish.channel import (
             atomic_copy,
             channel_lock,
             file_digests,

@@ -21,8 +21,8 @@ from urllib.parse import quote
 import requests
 from requests.adapters import HTTPAdapter
 
-from condapipe.channel import PackageInfo
-from condapipe.tokens import Token, redact
+from condapipe.publish.channel import PackageInfo
+from condapipe.publish.tokens import Token, redact
 
 DEFAULT_SITE_URL = "https://api.anaconda.org"
 API_TIMEOUT_S = 60.0

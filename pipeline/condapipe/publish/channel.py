@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from condapipe.errors import EnvironmentProblem, UsageError
-from condapipe.upload_result import FileOutcome, Status
+from condapipe.publish.upload_result import FileOutcome, Status
 
 PACKAGE_SUFFIXES: tuple[str, ...] = (".conda", ".tar.bz2")
 REPODATA = "repodata.json"

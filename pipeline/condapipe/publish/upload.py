@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from condapipe.anaconda_api import (
+from condapipe.errors import CondapipeError, EnvironmentProblem, UsageError
+from condapipe.publish.anaconda_api import (
     DEFAULT_SITE_URL,
     AnacondaMeta,
     AnacondaSite,
@@ -25,7 +26,7 @@ from condapipe.anaconda_api import (
     inspect_for_anaconda,
     normalize_site_url,
 )
-from condapipe.channel import (
+from condapipe.publish.channel import (
     IndexResult,
     PackageInfo,
     channel_dir_from_target,
@@ -33,12 +34,11 @@ from condapipe.channel import (
     publish_local,
     read_package_info,
 )
-from condapipe.errors import CondapipeError, EnvironmentProblem, UsageError
-from condapipe.tokens import Token, redact
-from condapipe.upload_order import upload_order
-from condapipe.upload_result import FileOutcome, Status
+from condapipe.publish.tokens import Token, redact
+from condapipe.publish.upload_order import upload_order
+from condapipe.publish.upload_result import FileOutcome, Status
 
-log = logging.getLogger("condapipe.upload")
+log = logging.getLogger("condapipe.publish.upload")
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ class Mode:
 
 def collect_packages(paths: Sequence[Path], output_dir: Path) -> list[PackageInfo]:
     """Read every given package (or all packages under output_dir when none are given), ordered."""
-    from condapipe.channel import find_packages
+    from condapipe.publish.channel import find_packages
 
     files = list(paths) if paths else find_packages(output_dir)
     if not files:
@@ -104,9 +104,9 @@ def collect_packages(paths: Sequence[Path], output_dir: Path) -> list[PackageInf
 
 
 def verify_blockers(packages: Sequence[PackageInfo]) -> dict[Path, str]:
-    """Run condapipe.verify on every package; a package with defects maps to their summary."""
+    """Run condapipe.verify.verifier on every package; a package with defects maps to their summary."""
     try:
-        from condapipe.verify import verify_package
+        from condapipe.verify.verifier import verify_package
     except ImportError as exc:
         raise EnvironmentProblem(
             f"the verify stage is not available ({exc})", "pass --no-verify to upload without checks"
@@ -140,7 +140,7 @@ def not_attempted(info: PackageInfo, target: str, status: Status, detail: str) -
 
 def configured_upload_settings(config: Path | None = None) -> dict:
     """The [upload] table of condapipe.toml / pyproject [tool.condapipe] (config_file's loader)."""
-    from condapipe.config_file import upload_settings
+    from condapipe.spec.config_file import upload_settings
 
     return upload_settings(config)
 

@@ -16,7 +16,7 @@ from importlib import resources
 
 from ruamel.yaml import YAML
 
-from condapipe.channel import PackageInfo
+from condapipe.publish.channel import PackageInfo
 
 
 @dataclass(frozen=True)

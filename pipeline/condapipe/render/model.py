@@ -1,7 +1,7 @@
 """RecipeModel: the one internal description of a conda recipe, rendered to both formats.
 
 Families (pytorch, magma, cuda-smoke, ...) build a RecipeModel from a BuildSpec; the writers in
-`condapipe.render` turn it into v0 (meta.yaml + build.sh + conda_build_config.yaml) for conda-build
+`condapipe.render.recipe_dir` turn it into v0 (meta.yaml + build.sh + conda_build_config.yaml) for conda-build
 and v1 (recipe.yaml + build.sh + variants.yaml) for rattler-build. Keeping one model means a recipe
 feature exists in both formats or in neither.
 

@@ -331,9 +331,9 @@ def check_consistency(catalog: Catalog) -> list[str]:
 
 
 def _jetson_boards() -> tuple[str, ...]:
-    """Board names of condapipe.jetson (empty when that table is not available)."""
+    """Board names of condapipe.spec.jetson (empty when that table is not available)."""
     try:
-        from condapipe import jetson
+        from condapipe.spec import jetson
     except ImportError:
         return ()
     return tuple(jetson.boards())

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from condapipe.errors import EnvironmentProblem, UsageError
-from condapipe.patch_catalog import PatchEntry
+from condapipe.render.patch_catalog import PatchEntry
 
 APPLIES = "applies"
 ALREADY_APPLIED = "already-applied"

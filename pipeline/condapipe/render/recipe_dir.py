@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from condapipe.errors import UsageError
-from condapipe.recipe_model import RecipeModel, variant_refs
-from condapipe.recipe_syntax import bash_value
-from condapipe.render_v0 import conda_build_config, meta_yaml
-from condapipe.render_v1 import recipe_yaml, variants_yaml
+from condapipe.render.model import RecipeModel, variant_refs
+from condapipe.render.syntax import bash_value
+from condapipe.render.v0 import conda_build_config, meta_yaml
+from condapipe.render.v1 import recipe_yaml, variants_yaml
 
 if TYPE_CHECKING:
-    from condapipe.spec import BuildSpec
+    from condapipe.spec.build_spec import BuildSpec
 
 MARKER = ".condapipe-render.json"
 
@@ -196,7 +196,7 @@ def render_model(model: RecipeModel, out_dir: Path, *, force: bool = False) -> R
 
 def build_model(spec: BuildSpec) -> RecipeModel:
     """The RecipeModel of `spec`, from its package family."""
-    from condapipe.families import family_for
+    from condapipe.render.families import family_for
 
     return family_for(spec.package).build_model(spec)
 

@@ -13,7 +13,7 @@ import re
 from packaging.specifiers import SpecifierSet
 
 from condapipe.errors import UsageError
-from condapipe.recipe_model import VARIANT_REF, When
+from condapipe.render.model import VARIANT_REF, When
 
 # Target platform -> (v0 selector, v1 expression).
 _PLATFORM_WORDS: dict[str, tuple[str, str]] = {

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import re
 
-from condapipe.recipe_model import Dep, RecipeModel, When
-from condapipe.recipe_syntax import jinja_v0, selector_v0
+from condapipe.render.model import Dep, RecipeModel, When
+from condapipe.render.syntax import jinja_v0, selector_v0
 from condapipe.yaml_io import dump_yaml
 
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-/ <>=*,!+~|()]*$")

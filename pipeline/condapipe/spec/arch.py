@@ -2,7 +2,7 @@
 
 PyTorch wants ``TORCH_CUDA_ARCH_LIST`` ("8.0;8.6+PTX"), magma wants nvcc ``-gencode`` flags and the
 verifier compares the SASS/PTX found in fatbins; all three are views of one ``ArchList``, so they
-cannot drift apart. Which archs a CUDA version can compile is data (``condapipe.tables``).
+cannot drift apart. Which archs a CUDA version can compile is data (``condapipe.spec.tables``).
 """
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ def _expand(text: str) -> tuple[list[Arch], list[list[Arch]]]:
                 archs[-1] = Arch(archs[-1].major, archs[-1].minor, archs[-1].suffix, True)
             groups.append(archs)
         elif base == "native":
-            from condapipe.native import native_archs
+            from condapipe.spec.native import native_archs
 
             plain.extend(native_archs())
         else:
@@ -218,7 +218,7 @@ def parse_arch_list(text: str, *, cuda: str | None = None) -> ArchList:
         check_known(a)
     if cuda is None:
         return _checked(ArchList(tuple(plain) + tuple(a for g in groups for a in g)))
-    from condapipe.tables import cuda_info
+    from condapipe.spec.tables import cuda_info
 
     info = cuda_info(cuda)
     bad = [a for a in plain if not info.accepts(a)]

@@ -4,7 +4,7 @@ Everything downstream (render, engines, fix, verify, plan) reads a BuildSpec and
 else from the user, so all validation of user input happens while building one.
 
 `build_spec(package, settings)` turns already-merged settings (config file overridden by CLI
-flags, see condapipe.spec_options) into a BuildSpec, using the data tables for defaults.
+flags, see condapipe.spec.options) into a BuildSpec, using the data tables for defaults.
 What each package family requires is data too (data/spec_families.yaml).
 
 magma and several CUDAs: one recipe has one version, so when the CUDAs map to different
@@ -25,9 +25,9 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 from ruamel.yaml import YAML
 
-from condapipe import tables
-from condapipe.arch import ArchList, parse_arch_list
 from condapipe.errors import UsageError
+from condapipe.spec import tables
+from condapipe.spec.arch import ArchList, parse_arch_list
 
 CPU = "cpu"
 PLATFORMS = ("linux-64", "linux-aarch64")
@@ -105,7 +105,7 @@ class BuildSpec:
     # Things the user should know but that do not stop the build (CLI prints them).
     warnings: tuple[str, ...] = field(default_factory=tuple, compare=False)
     # --jetson BOARD: the build targets that board with the CUDA/cuDNN of its JetPack
-    # (condapipe.jetson, data/jetson.yaml); None for every other build.
+    # (condapipe.spec.jetson, data/jetson.yaml); None for every other build.
     jetson: str | None = None
 
     @property
@@ -169,7 +169,7 @@ def _rules(raw: dict[str, Any]) -> FamilyRules:
 
 
 def known_packages() -> tuple[str, ...]:
-    """Families with rules, a folder under recipes/, or a condapipe.families module."""
+    """Families with rules, a folder under recipes/, or a condapipe.render.families module."""
     names = set(_family_table()["families"])
     recipes = resources.files("condapipe.recipes")
     names.update(
@@ -178,7 +178,7 @@ def known_packages() -> tuple[str, ...]:
         if p.is_dir() and not p.name.startswith(("_", ".")) and p.name != "common"
     )
     try:
-        from condapipe.families import known_families
+        from condapipe.render.families import known_families
 
         names.update(known_families())
     except ImportError:  # render area not installed: recipes/ and the rules table still count
@@ -291,7 +291,7 @@ def build_spec(
     warnings: list[str] = []
     jetson = None
     if settings.get("jetson"):
-        from condapipe import jetson as jetson_profiles
+        from condapipe.spec import jetson as jetson_profiles
 
         if package in jetson_profiles.families() or "jetson" in from_cli:
             settings, profile = jetson_profiles.apply_profile(

@@ -17,7 +17,7 @@ Layout (all keys optional)::
     platform = "linux-64"
     blas = "mkl"
     source = "../pytorch"          # relative to the config file
-    jetson = "orin"                # NVIDIA Jetson board profile (condapipe.jetson)
+    jetson = "orin"                # NVIDIA Jetson board profile (condapipe.spec.jetson)
     [env]                          # extra build environment
     USE_FLASH_ATTENTION = "0"
     [packages.magma]               # overrides for one package
@@ -104,7 +104,7 @@ def load_config(path: Path | None = None, *, start: Path | None = None) -> dict[
 
     ``path`` is --config FILE (must exist); without it the file is looked up in ``start``/cwd.
     The dict has the spec keys at the top level, plus ``packages`` (per-package overrides),
-    ``upload`` (read by condapipe.upload via :func:`upload_settings`) and ``_path`` (the file).
+    ``upload`` (read by condapipe.publish.upload via :func:`upload_settings`) and ``_path`` (the file).
     """
     if path is None:
         path = find_config(start)

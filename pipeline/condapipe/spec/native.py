@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from condapipe.errors import EnvironmentProblem, UsageError
 
 if TYPE_CHECKING:
-    from condapipe.arch import Arch
+    from condapipe.spec.arch import Arch
 
 NVIDIA_SMI = "nvidia-smi"
 QUERY = ("--query-gpu=compute_cap", "--format=csv,noheader")
@@ -43,7 +43,7 @@ def query_compute_caps(timeout: float = 30.0) -> list[str]:
 
 def native_archs() -> list[Arch]:
     """The GPUs' archs as Arch values (duplicates removed by ArchList later)."""
-    from condapipe.arch import parse_token  # arch.py imports this module lazily
+    from condapipe.spec.arch import parse_token  # arch.py imports this module lazily
 
     archs = []
     for cap in query_compute_caps():

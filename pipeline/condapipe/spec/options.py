@@ -2,7 +2,7 @@
 
 One decorator and one function so that every command spells the flags the same way and
 resolves them with the same precedence: CLI flag > [packages.<name>] > config file top level >
-data tables. Flags are read as plain strings and validated in condapipe.spec, so every mistake
+data tables. Flags are read as plain strings and validated in condapipe.spec.build_spec, so every mistake
 is a one-line UsageError (exit 2) instead of click's multi-line usage text.
 """
 
@@ -14,9 +14,9 @@ from typing import Any, TypeVar
 
 import click
 
-from condapipe.config_file import load_config, spec_settings
 from condapipe.errors import UsageError
-from condapipe.spec import BuildSpec, build_spec
+from condapipe.spec.build_spec import BuildSpec, build_spec
+from condapipe.spec.config_file import load_config, spec_settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 

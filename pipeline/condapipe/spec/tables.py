@@ -17,8 +17,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 from ruamel.yaml import YAML
 
-from condapipe.arch import Arch, ArchList, check_known, known_capabilities, parse_arch_list
 from condapipe.errors import UsageError
+from condapipe.spec.arch import Arch, ArchList, check_known, known_capabilities, parse_arch_list
 
 CPU = "cpu"
 

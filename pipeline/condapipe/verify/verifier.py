@@ -29,13 +29,13 @@ from pathlib import Path
 
 from ruamel.yaml import YAML
 
-from condapipe.arch import ArchList
-from condapipe.elf.fatbin import KIND_ELF, FatbinError, decompress, read_fatbin
-from condapipe.elf.reader import ElfFile, NotElf
-from condapipe.elf.rpath import ORIGIN_PREFIXES, split_rpath
 from condapipe.errors import UsageError
-from condapipe.fix import EM_CUDA, elf_files
-from condapipe.package_io import file_digest, load_paths_json, package_format, unpack
+from condapipe.fix.elf.fatbin import KIND_ELF, FatbinError, decompress, read_fatbin
+from condapipe.fix.elf.reader import ElfFile, NotElf
+from condapipe.fix.elf.rpath import ORIGIN_PREFIXES, split_rpath
+from condapipe.fix.fixer import EM_CUDA, elf_files
+from condapipe.fix.package_io import file_digest, load_paths_json, package_format, unpack
+from condapipe.spec.arch import ArchList
 
 _TEXT_PROBE = 8192
 _TEXT_MAX = 64 << 20

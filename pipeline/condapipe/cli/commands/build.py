@@ -1,7 +1,7 @@
 """`condapipe build PACKAGE|RECIPE_DIR`: build a package family through the plan, or a recipe dir.
 
 A family name (pytorch, magma, cuda-smoke, ...) goes doctor -> resumable plan (prerequisites,
-render -> engine -> fix -> verify -> test -> publish per variant; condapipe.family_build); a directory the
+render -> engine -> fix -> verify -> test -> publish per variant; condapipe.cli.family_build); a directory the
 user wrote (meta.yaml and/or recipe.yaml) goes straight to the engine, so the tool is useful
 for any recipe. Packages land in --output-dir, which is kept a valid local channel.
 """
@@ -14,10 +14,9 @@ from typing import Any
 import click
 from rich.table import Table
 
-from condapipe.engines import ENGINE_NAMES, BuildOptions, engine_for_recipe, recipe_formats
-from condapipe.engines.base import PACKAGE_FORMATS
-from condapipe.errors import UsageError
-from condapipe.output import (
+from condapipe.build import ENGINE_NAMES, BuildOptions, engine_for_recipe, recipe_formats
+from condapipe.build.base import PACKAGE_FORMATS
+from condapipe.cli.output import (
     console,
     dry_run_option,
     err_console,
@@ -26,7 +25,8 @@ from condapipe.output import (
     print_json,
     work_dir_option,
 )
-from condapipe.spec_options import cli_settings, spec_from_cli, spec_options
+from condapipe.errors import UsageError
+from condapipe.spec.options import cli_settings, spec_from_cli, spec_options
 
 # Spec flags that mean something for a recipe directory; the rest describe a family build.
 _DIR_FLAGS = ("python", "platform", "env")
@@ -85,9 +85,9 @@ def command(
 ) -> None:
     """Build a package family (cuda-smoke, magma, pytorch, ...) or a recipe directory."""
     recipe_dir = _recipe_dir_target(target)
-    if recipe_dir is None:  # a package family: doctor, then the resumable plan (condapipe.family_build)
-        from condapipe.family_build import FamilyBuild, build_family
-        from condapipe.plan_build import PlanOptions
+    if recipe_dir is None:  # a package family: doctor, then the resumable plan (condapipe.cli.family_build)
+        from condapipe.cli.family_build import FamilyBuild, build_family
+        from condapipe.plan.build_plan import PlanOptions
 
         plan_options = PlanOptions(
             output_dir=output_dir.absolute(),

@@ -9,10 +9,10 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from condapipe.config_file import load_config
-from condapipe.output import console, json_option, print_json
-from condapipe.spec import BuildSpec, family_rules
-from condapipe.spec_options import (
+from condapipe.cli.output import console, json_option, print_json
+from condapipe.spec.build_spec import BuildSpec, family_rules
+from condapipe.spec.config_file import load_config
+from condapipe.spec.options import (
     config_path,
     echo_spec_warnings,
     resolve_package,

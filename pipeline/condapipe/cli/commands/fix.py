@@ -11,12 +11,12 @@ import click
 from rich.progress import Progress as RichProgress
 from rich.table import Table
 
-from condapipe.elf.patchers import PATCHER_NAMES, RPATH, RUNPATH
-from condapipe.elf.rpath import families, rules_for
+from condapipe.cli.output import console, dry_run_option, err_console, json_option, print_json
 from condapipe.errors import BuildFailed, UsageError
-from condapipe.fix import FixOptions, FixReport, fix_package, fix_prefix
-from condapipe.output import console, dry_run_option, err_console, json_option, print_json
-from condapipe.package_io import FORMATS, PackOptions, Progress
+from condapipe.fix.elf.patchers import PATCHER_NAMES, RPATH, RUNPATH
+from condapipe.fix.elf.rpath import families, rules_for
+from condapipe.fix.fixer import FixOptions, FixReport, fix_package, fix_prefix
+from condapipe.fix.package_io import FORMATS, PackOptions, Progress
 
 
 @click.command("fix")

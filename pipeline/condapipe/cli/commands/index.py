@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from condapipe.channel import index_channel
-from condapipe.output import console, dry_run_option, json_option, print_json
+from condapipe.cli.output import console, dry_run_option, json_option, print_json
+from condapipe.publish.channel import index_channel
 
 
 @click.command("index")

@@ -8,10 +8,17 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from condapipe.cli.output import console, json_option, print_json
 from condapipe.errors import BuildFailed, UsageError
-from condapipe.output import console, json_option, print_json
-from condapipe.patch_catalog import PLATFORMS, Catalog, PatchEntry, applicable, load_catalog, parse_version
-from condapipe.patch_check import CONFIG, FAILS, check_entries
+from condapipe.render.patch_catalog import (
+    PLATFORMS,
+    Catalog,
+    PatchEntry,
+    applicable,
+    load_catalog,
+    parse_version,
+)
+from condapipe.render.patch_check import CONFIG, FAILS, check_entries
 
 
 def _parse_for(text: str) -> tuple[str, str | None]:

@@ -14,8 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
-from condapipe.errors import BuildFailed, UsageError
-from condapipe.output import (
+from condapipe.cli.output import (
     console,
     dry_run_option,
     err_console,
@@ -24,8 +23,9 @@ from condapipe.output import (
     print_json,
     work_dir_option,
 )
-from condapipe.tokens import RedactingFilter, Token, resolve_token
-from condapipe.upload import (
+from condapipe.errors import BuildFailed, UsageError
+from condapipe.publish.tokens import RedactingFilter, Token, resolve_token
+from condapipe.publish.upload import (
     Mode,
     RetryPolicy,
     collect_packages,
@@ -35,7 +35,7 @@ from condapipe.upload import (
     upload_to_directory,
     verify_blockers,
 )
-from condapipe.upload_result import FileOutcome
+from condapipe.publish.upload_result import FileOutcome
 
 _LOGGERS = ("condapipe", "binstar", "urllib3", "requests")
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from condapipe.arch import ArchList, parse_arch_list
+from condapipe.cli.output import console, err_console, json_option, print_json
 from condapipe.errors import BuildFailed
-from condapipe.output import console, err_console, json_option, print_json
-from condapipe.verify import VerifyReport, verify_package
+from condapipe.spec.arch import ArchList, parse_arch_list
+from condapipe.verify.verifier import VerifyReport, verify_package
 
 
 @click.command("verify")
@@ -60,7 +60,7 @@ def command(
     if arch_text:
         archs = parse_arch_list(arch_text, cuda=cuda)
     elif cuda and cuda != "cpu":
-        from condapipe.tables import cuda_info
+        from condapipe.spec.tables import cuda_info
 
         archs = cuda_info(cuda).default_archs()
     reports = [

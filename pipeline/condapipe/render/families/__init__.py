@@ -1,6 +1,6 @@
 """Package families: one module per recipe family, each exposing `build_model(spec) -> RecipeModel`.
 
-A family is found by name ("cuda-smoke" -> condapipe.families.cuda_smoke), so adding a family is
+A family is found by name ("cuda-smoke" -> condapipe.render.families.cuda_smoke), so adding a family is
 adding a module; `known_families()` lists what exists for error messages.
 """
 

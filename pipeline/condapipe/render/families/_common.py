@@ -17,8 +17,8 @@ import jinja2
 from ruamel.yaml import YAML
 
 from condapipe.errors import UsageError
-from condapipe.recipe_model import ALWAYS, Patch, Variants, When
-from condapipe.spec import BuildSpec
+from condapipe.render.model import ALWAYS, Patch, Variants, When
+from condapipe.spec.build_spec import BuildSpec
 
 
 @cache
@@ -61,12 +61,12 @@ def _when_cuda(cudas: Sequence[str], all_cudas: Sequence[str]) -> When:
 
 
 def select_catalog(spec: BuildSpec, package: str, versions: dict[str, str]) -> CatalogSelection:
-    """Apply condapipe.patch_catalog per CUDA variant and merge, keeping catalog order.
+    """Apply condapipe.render.patch_catalog per CUDA variant and merge, keeping catalog order.
 
     `versions` maps each CUDA variant value to the upstream version built for it (magma's
     version depends on the CUDA; pytorch's does not).
     """
-    from condapipe.patch_catalog import applicable, load_catalog
+    from condapipe.render.patch_catalog import applicable, load_catalog
 
     all_cudas = list(spec.cudas)
     order: list[str] = []

@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from condapipe.errors import UsageError
-from condapipe.recipe_model import (
+from condapipe.render.model import (
     About,
     ExtraFile,
     RecipeModel,
@@ -22,7 +22,7 @@ from condapipe.recipe_model import (
     Tests,
     Variants,
 )
-from condapipe.spec import BuildSpec
+from condapipe.spec.build_spec import BuildSpec
 
 SOURCES = ("cuda_smoke.cu", "cuda_smoke.h", "cuda_smoke_cli.c")
 

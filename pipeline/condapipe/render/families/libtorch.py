@@ -15,16 +15,15 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from condapipe import tables
-from condapipe.families import pytorch
-from condapipe.families._common import (
+from condapipe.render.families import pytorch
+from condapipe.render.families._common import (
     common_value,
     family_data,
     render_template,
     select_catalog,
     variant_matrix,
 )
-from condapipe.families.pytorch import (
+from condapipe.render.families.pytorch import (
     about,
     missing_dso_allowlist,
     platform_rows,
@@ -32,7 +31,7 @@ from condapipe.families.pytorch import (
     torch_env,
     variant_row,
 )
-from condapipe.recipe_model import (
+from condapipe.render.model import (
     ALWAYS,
     Dep,
     ExtraFile,
@@ -42,7 +41,8 @@ from condapipe.recipe_model import (
     Tests,
     When,
 )
-from condapipe.spec import BuildSpec
+from condapipe.spec import tables
+from condapipe.spec.build_spec import BuildSpec
 
 FAMILY = "libtorch"
 # The variant keys the libtorch recipe uses (pytorch's rows carry more: the Python-side mutex,

@@ -7,17 +7,17 @@ The package is the static libmagma.a plus headers, as pytorch links it into libt
 
 from __future__ import annotations
 
-from condapipe import tables
 from condapipe.errors import UsageError
-from condapipe.families._common import (
+from condapipe.render.families._common import (
     common_value,
     family_data,
     render_template,
     select_catalog,
     variant_matrix,
 )
-from condapipe.recipe_model import About, Dep, RecipeModel, Requirements, Script, SourceRef, Tests
-from condapipe.spec import BuildSpec, CudaVariant
+from condapipe.render.model import About, Dep, RecipeModel, Requirements, Script, SourceRef, Tests
+from condapipe.spec import tables
+from condapipe.spec.build_spec import BuildSpec, CudaVariant
 
 STATIC_CHECKS = (
     'test -f "${PREFIX}/lib/libmagma.a"',

@@ -2,7 +2,7 @@
 
 Per-version facts (pins, build command, static cuDNN/NCCL, mutex scheme, memory per job) come
 from pipeline/data/pytorch.yaml and per-CUDA facts (arch list defaults, run constraint, magma
-package, BUILD_SPLIT_CUDA) from cuda.yaml, both through condapipe.tables. Everything that varies
+package, BUILD_SPLIT_CUDA) from cuda.yaml, both through condapipe.spec.tables. Everything that varies
 with the CUDA variant becomes a zipped variant key, so several --cuda/--python values give one
 recipe with a matrix.
 """
@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from condapipe import tables
-from condapipe.families._common import (
+from condapipe.render.families._common import (
     CatalogSelection,
     common_value,
     family_data,
@@ -24,7 +23,7 @@ from condapipe.families._common import (
     select_catalog,
     variant_matrix,
 )
-from condapipe.recipe_model import (
+from condapipe.render.model import (
     ALWAYS,
     About,
     Dep,
@@ -36,7 +35,8 @@ from condapipe.recipe_model import (
     Tests,
     When,
 )
-from condapipe.spec import BuildSpec, CudaVariant
+from condapipe.spec import tables
+from condapipe.spec.build_spec import BuildSpec, CudaVariant
 
 NONE = "none"  # placeholder value of CUDA-only variant keys in the CPU variant
 
@@ -115,7 +115,7 @@ def missing_dso_allowlist(spec: BuildSpec, data: dict) -> tuple[str, ...]:
     """The family's allowlist, plus JetPack's libraries for a Jetson board."""
     extra: tuple[str, ...] = ()
     if spec.jetson:
-        from condapipe.jetson import profile
+        from condapipe.spec.jetson import profile
 
         extra = profile(spec.jetson, spec.cudas[0]).system_libraries
     return tuple(data["missing_dso_allowlist"]) + extra

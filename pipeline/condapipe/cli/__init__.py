@@ -1,0 +1,1 @@
+"""cli: the click group, one module per command, and all console output."""

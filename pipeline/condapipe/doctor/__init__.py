@@ -1,0 +1,1 @@
+"""doctor: machine checks before a build."""

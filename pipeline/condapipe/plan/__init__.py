@@ -1,0 +1,1 @@
+"""plan: ordered, resumable build steps, their state file, progress and report."""

@@ -1,0 +1,1 @@
+"""publish: local channels (lock, atomic copy, index) and anaconda.org upload."""

@@ -1,0 +1,1 @@
+"""spec: flags, config file and data tables -> one validated, fully resolved BuildSpec."""
