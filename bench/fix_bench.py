@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from condapipe.hashing import FileDigest
+
 SP = "lib/python3.11/site-packages/torch"
 # conda-build pads the host prefix to 255 characters so binaries can be relocated.
 PREFIX = "/home/conda/feedstock_root/build_artifacts/pytorch_1700000000000/_h_env" + "_placehold" * 18
@@ -148,10 +150,10 @@ def _elves(root: Path) -> list[Path]:
     return sorted(out)
 
 
-def _write_paths_json(root: Path, digests: dict[str, tuple[str, int]]) -> None:
+def _write_paths_json(root: Path, digests: dict[str, FileDigest]) -> None:
     paths = [
-        {"_path": rel, "path_type": "hardlink", "sha256": sha, "size_in_bytes": size}
-        for rel, (sha, size) in sorted(digests.items())
+        {"_path": rel, "path_type": "hardlink", "sha256": d.sha256, "size_in_bytes": d.size}
+        for rel, d in sorted(digests.items())
     ]
     (root / "info" / "paths.json").write_text(json.dumps({"paths": paths, "paths_version": 1}))
     (root / "info" / "files").write_text("\n".join(sorted(digests)) + "\n")
@@ -175,14 +177,14 @@ def flow_anchor(root: Path, out: Path, level: int) -> None:
 
     from condapipe.fix.elf.patchers import patchelf_binary
     from condapipe.fix.elf.rpath import origin_relative
-    from condapipe.fix.package_io import file_digest
+    from condapipe.hashing import hash_file
 
     patchelf = patchelf_binary()
     for elf in _elves(root):
         rpath = origin_relative("lib", elf.relative_to(root).as_posix())  # conda-build's build/rpaths
         subprocess.run([patchelf, "--set-rpath", rpath, "--force-rpath", str(elf)], check=True)
     files = _all_files(root)
-    _write_paths_json(root, {rel: file_digest(root / rel) for rel in files})
+    _write_paths_json(root, {rel: hash_file(root / rel) for rel in files})
     members = sorted(["info/index.json", "info/paths.json", "info/files", *files])
     CondaFormat_v2.create(
         str(root),
@@ -196,7 +198,8 @@ def flow_anchor(root: Path, out: Path, level: int) -> None:
 
 def flow_condapipe(root: Path, out: Path, level: int, threads: int, max_memory_mib: int = 1024) -> None:
     from condapipe.fix.fixer import FixOptions, fix_prefix
-    from condapipe.fix.package_io import PackOptions, file_digest, pack
+    from condapipe.fix.package_io import PackOptions, pack
+    from condapipe.hashing import hash_file
 
     report = fix_prefix(root, FixOptions(build_prefixes=(PREFIX,)))
     if report.errors:
@@ -205,7 +208,7 @@ def flow_condapipe(root: Path, out: Path, level: int, threads: int, max_memory_m
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        digests = dict(zip(files, pool.map(lambda r: file_digest(root / r), files), strict=True))
+        digests = dict(zip(files, pool.map(lambda r: hash_file(root / r), files), strict=True))
     _write_paths_json(root, digests)
     options = PackOptions(zstd_level=level, threads=threads, max_memory_mib=max_memory_mib)
     pack(root, out, options)

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from condapipe.build.diagnose import diagnose_file
 from condapipe.build.logs import BuildLog
+from condapipe.cli.output import echo_lines
 
 LINE = "[1234/5485] Building CUDA object caffe2/CMakeFiles/torch_cuda.dir/__/aten/src/ATen/native/cuda/F.cu.o"
 
@@ -26,7 +27,7 @@ def main(lines: int) -> None:
             path = Path(tmp) / f"echo-{echo}.log"
             console = Console(file=io.StringIO(), highlight=False)
             start = time.perf_counter()
-            with BuildLog(path, echo=echo, console=console) as log:
+            with BuildLog(path, echo=echo_lines(console) if echo else None) as log:
                 for _ in range(lines):
                     log.write(LINE)
             seconds = time.perf_counter() - start

@@ -23,8 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from condapipe.hashing import hash_file
 from condapipe.plan.runner import Plan, Step, StepContext, StepOutcome, describe, run_plan
-from condapipe.plan.state import STATE_FILE, StateFile, sha256_file
+from condapipe.plan.state import STATE_FILE, StateFile
 
 KINDS = ("render", "build", "fix", "verify", "test", "publish")
 
@@ -72,7 +73,7 @@ def main() -> None:
         timed("first run", lambda: run_plan(plan))
         timed("unchanged rerun", lambda: run_plan(make_plan(base, args.jobs, args.mb)))
         records = StateFile(base / "work" / STATE_FILE).steps().values()
-        timed("re-hash outputs", lambda: [sha256_file(Path(f.path)) for r in records for f in r.outputs])
+        timed("re-hash outputs", lambda: [hash_file(f.path).sha256 for r in records for f in r.outputs])
         timed("dry-run describe", lambda: describe(make_plan(base, args.jobs, args.mb)))
         print(f"state file         {(base / 'work' / STATE_FILE).stat().st_size / 1024:10.1f} KiB")
 

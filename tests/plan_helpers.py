@@ -4,6 +4,7 @@ named point (the CONDAPIPE_TEST_PAUSE hook), kill -9 it, and check what the chan
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -14,7 +15,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from condapipe.publish.channel import file_digests, read_package_info
+from condapipe.errors import UsageError
+from condapipe.fix.package_io import read_package_info
 from condapipe.verify.verifier import verify_package
 
 CLI = [sys.executable, "-c", "from condapipe.cli.main import main; main()"]
@@ -101,7 +103,7 @@ def channel_problems(channel: Path) -> list[str]:
                 continue
             try:
                 read_package_info(pkg)
-            except Exception as exc:
+            except UsageError as exc:
                 problems.append(f"{pkg.name}: unreadable ({exc})")
                 continue
             report = verify_package(pkg)
@@ -115,7 +117,7 @@ def channel_problems(channel: Path) -> list[str]:
                     path = subdir / name
                     if not path.exists():
                         problems.append(f"repodata lists missing {name}")
-                    elif file_digests(path)[0] != record["sha256"]:
+                    elif hashlib.sha256(path.read_bytes()).hexdigest() != record["sha256"]:
                         problems.append(f"repodata sha256 of {name} does not match the file")
     return problems
 

@@ -18,7 +18,6 @@ from ruamel.yaml import YAML
 
 from condapipe.cli.main import main
 
-PLATFORMS = ("linux-64", "linux-aarch64")
 _SELECTOR = re.compile(r"\s+#\s*\[(?P<expr>.+)\]\s*$")
 
 

@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from condapipe.errors import UsageError
-from condapipe.spec.arch import Arch, ArchList, parse_arch_list, parse_token
-from condapipe.spec.tables import cuda_info, cuda_versions
+from condapipe.spec.arch import Arch, ArchList, accepted_archs, cuda_accepts, parse_arch_list, parse_token
+from condapipe.spec.tables import cuda_versions
 
-KNOWN_PLAIN = [a for v in cuda_versions() for a in cuda_info(v).accepted_archs() if not a.suffix]
+KNOWN_PLAIN = [a for v in cuda_versions() for a in accepted_archs(v) if not a.suffix]
 
 
 def test_pytorch_syntax_with_ptx_and_space_separated_lists():
@@ -152,9 +152,8 @@ def test_any_spelling_and_separator_round_trips_through_torch_arch_list(items, s
 @settings(max_examples=200, deadline=None)
 @given(st.sampled_from(cuda_versions()), st.lists(st.sampled_from(KNOWN_PLAIN), min_size=1, max_size=8))
 def test_validation_against_a_cuda_accepts_exactly_its_compilable_archs(cuda, archs):
-    info = cuda_info(cuda)
     text = ";".join(a.capability for a in archs)
-    if all(info.accepts(a) for a in archs):
+    if all(cuda_accepts(cuda, a) for a in archs):
         assert parse_arch_list(text, cuda=cuda).sass() == {a.sm for a in archs}
     else:
         with pytest.raises(UsageError, match=f"CUDA {cuda} cannot compile arch"):
@@ -181,7 +180,7 @@ def test_parse_token_reads_sm_and_dotted_forms_identically():
 def cuda_and_archs(draw):
     """A CUDA version and a subset of what it compiles (suffixed archs included, no X/Xf pair)."""
     cuda = draw(st.sampled_from(cuda_versions()))
-    accepted = cuda_info(cuda).accepted_archs()
+    accepted = accepted_archs(cuda)
     chosen = draw(st.lists(st.sampled_from(accepted), min_size=1, max_size=10, unique=True))
     fam = {(a.major, a.minor) for a in chosen if a.suffix == "f"}
     chosen = [a for a in chosen if a.suffix or (a.major, a.minor) not in fam]

@@ -13,7 +13,8 @@ import rattler
 from fake_anaconda import make_package
 from fake_anaconda.harness import isolated_env, run_cli, sha256
 
-from condapipe.publish.channel import index_channel, index_parallelism, read_package_info
+from condapipe.fix.package_io import read_package_info
+from condapipe.publish.channel import index_channel, index_parallelism
 
 
 @pytest.fixture
@@ -290,9 +291,9 @@ def test_two_publishers_at_once_both_end_up_in_the_repodata(tmp_path):
     assert sorted(_records(channel, "noarch")) == sorted(p.name for batch in batches for p in batch)
 
 
-def test_publish_local_takes_paths_and_reports_each_file(out, tmp_path):
-    from condapipe.publish.channel import publish_local
+def test_publish_packages_takes_paths_and_reports_each_file(out, tmp_path):
+    from condapipe.publish.channel import publish_packages
 
-    outcomes, index = publish_local(sorted(out.iterdir()), tmp_path / "ch")
+    outcomes, index = publish_packages(tmp_path / "ch", sorted(out.iterdir()))
     assert [o.status.value for o in outcomes] == ["uploaded"] * 3
     assert index is not None and index.subdirs == {"linux-64": 2, "noarch": 1}

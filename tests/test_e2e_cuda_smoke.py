@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from e2e_helpers import build_json, condapipe, install, run_clean
 
+from condapipe.fix.package_io import unpack
 from condapipe.spec.arch import parse_arch_list
 from condapipe.verify.verifier import verify_package
 
@@ -58,6 +59,23 @@ def test_the_package_holds_exactly_the_requested_archs(project: Path, builds: di
     fatbin = report.to_dict()["fatbins"]["lib/libcuda_smoke.so"]
     assert set(fatbin["sass"]) == set(archs.sass())
     assert set(fatbin["ptx"]) == set(archs.ptx())
+
+
+def test_verify_checks_the_archs_the_package_records_and_rejects_a_false_promise(
+    project: Path, builds: dict, tmp_path: Path
+) -> None:
+    (pkg,) = map(Path, builds["ampere-hopper-ptx"]["packages"])
+    report = verify_package(project / pkg)  # no --arch: the list rattler-build put in info/about.json
+    assert report.ok, report.errors
+    assert (report.archs, report.archs_source) == ("8.0;9.0+PTX", "recorded in the package (CUDA 13.0)")
+    # The same package promising an arch its library lacks is refused.
+    tree = unpack(project / pkg, tmp_path / "pkg")
+    about_file = tree / "info" / "about.json"
+    about = json.loads(about_file.read_text())
+    about["extra"]["condapipe"]["cuda_archs"] = "8.0;9.0+PTX;10.0"
+    about_file.write_text(json.dumps(about))
+    errors = verify_package(tree).errors
+    assert errors == ["lib/libcuda_smoke.so: missing CUDA archs sm_100 (has sm_80, sm_90, compute_90)"]
 
 
 def test_two_arch_lists_give_two_distinct_packages_in_one_channel(project: Path, builds: dict) -> None:

@@ -109,9 +109,18 @@ def test_a_corrupted_fatbin_header_is_reported(cubins: dict[str, Path], tmp_path
 
 
 def test_lz4_decoder_handles_overlapping_matches() -> None:
-    # literals "ab", then a match of 10 bytes at offset 2 (overlapping): "ab" * 6
-    block = bytes([0x26]) + b"ab" + (2).to_bytes(2, "little") + bytes([0x00])
-    assert lz4_block_decompress(block, 12) == b"ab" * 6
+    # literals "ab", then a match of 10 bytes at offset 2 (overlapping): "ab" * 6, then the
+    # 5 literals every LZ4 block ends with
+    block = bytes([0x26]) + b"ab" + (2).to_bytes(2, "little") + bytes([0x50]) + b"cdefg"
+    assert lz4_block_decompress(block, 17) == b"ab" * 6 + b"cdefg"
+
+
+@pytest.mark.parametrize("claimed", [16, 1 << 40])
+def test_an_lz4_block_that_does_not_fit_its_header_size_is_a_fatbin_error(claimed: int) -> None:
+    # Too small for the data (a damaged header), or more than the block can expand to.
+    block = bytes([0x26]) + b"ab" + (2).to_bytes(2, "little") + bytes([0x50]) + b"cdefg"
+    with pytest.raises(FatbinError, match="corrupt LZ4 block"):
+        lz4_block_decompress(block, claimed)
 
 
 def _cuobjdump() -> str | None:

@@ -5,8 +5,8 @@ put a STAND-IN `conda` executable (tests/standins/conda) first on PATH. The stan
 argv contract condapipe relies on (it rejects unknown flags like argparse, refuses a build
 without --no-anaconda-upload or without the output folder as first channel), runs the recipe's
 real build.sh with gcc, and packs a real package with conda-package-handling. Everything
-condapipe does around it (argv, `--output` parsing, log streaming, diagnosis, channel index) is
-real.
+condapipe does around it (argv, `--output` parsing, log streaming, diagnosis) is real. The
+engine only builds; what it built enters a channel through the publish stage.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from conda_package_handling import api as cph
 from condapipe.build import BuildOptions, CondaBuildEngine, engine_for_recipe, get_engine
 from condapipe.build.conda_build import _works
 from condapipe.errors import BuildFailed, UsageError
+from condapipe.publish.channel import publish_packages
 
 HERE = Path(__file__).parent
 STANDINS = HERE / "standins"
@@ -95,19 +96,30 @@ def test_build_runs_conda_build_with_the_documented_flags(standin_conda: Path, t
     cph.extract(str(result.packages[0]), dest_dir=str(unpacked))
     assert json.loads((unpacked / "info" / "index.json").read_text())["version"] == "2.0.1"
     assert subprocess.run([unpacked / "bin" / "hello-v0"], check=False).returncode == 0
-    # The output folder is a channel others can build against.
-    repodata = json.loads((tmp_path / "channel" / "linux-64" / "repodata.json").read_text())
+    # Published (the publish stage's job, not the engine's), they form a channel others build against.
+    publish_packages(tmp_path / "published", result.packages)
+    repodata = json.loads((tmp_path / "published" / "linux-64" / "repodata.json").read_text())
     assert {p.name for p in result.packages} <= set(repodata.get("packages.conda", {}))
 
 
-def test_the_build_log_is_streamed_and_kept(
-    standin_conda: Path, tmp_path: Path, capsys: pytest.CaptureFixture
-) -> None:
-    result = CondaBuildEngine().build(RECIPES / "hello-v0", options(tmp_path))
+def test_the_build_log_is_streamed_and_kept(standin_conda: Path, tmp_path: Path) -> None:
+    streamed: list[str] = []  # the CLI's sink prints each line; the engine itself never prints
+    result = CondaBuildEngine().build(
+        RECIPES / "hello-v0", options(tmp_path, echo=lambda line, style: streamed.append(line))
+    )
     log = result.log_path.read_text()
     assert "built hello-v0 with" in log  # output of the recipe's build.sh
     assert log.splitlines()[0].startswith("condapipe: ") and "--no-anaconda-upload" in log.splitlines()[0]
-    assert "built hello-v0 with" in capsys.readouterr().err
+    assert any("built hello-v0 with" in line for line in streamed)
+    assert streamed == log.splitlines()
+
+
+def test_the_cli_shows_the_build_output_on_stderr_as_it_comes(standin_conda: Path, tmp_path: Path) -> None:
+    from e2e_helpers import condapipe
+
+    code, out, err = condapipe("build", str(RECIPES / "hello-v0"), "--engine", "conda-build", cwd=tmp_path)
+    assert code == 0, err
+    assert "built hello-v0 with" in err and "built hello-v0 with" not in out
 
 
 def test_tar_bz2_format_is_passed_through(standin_conda: Path, tmp_path: Path) -> None:

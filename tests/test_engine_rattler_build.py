@@ -1,7 +1,8 @@
 """The rattler-build engine builds v1 recipes in-process with py-rattler-build, offline.
 
 These build real (tiny) packages with the machine's bash/gcc and no conda channel at all: the
-only channel is the local output folder, which the engine keeps a valid (indexed) channel.
+only channel is the local output folder. The engine only builds: like every caller, the tests
+prepare (index) that folder with the publish stage first, and nothing the engine does indexes it.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from pathlib import Path
 import pytest
 from conda_package_handling import api as cph
 
-from condapipe.build import BuildOptions, RattlerBuildEngine, engine_for_recipe, get_engine
+from condapipe.build import BuildOptions, EngineResult, RattlerBuildEngine, engine_for_recipe, get_engine
 from condapipe.build.rattler_build import package_format_arg
 from condapipe.errors import BuildFailed, EnvironmentProblem, UsageError
+from condapipe.publish.channel import ensure_channel
 
 RECIPES = Path(__file__).parent / "data" / "recipes"
 
@@ -53,6 +55,12 @@ build:
 
 def opts(tmp_path: Path, **kw: object) -> BuildOptions:
     return BuildOptions(output_dir=tmp_path / "channel", work_dir=tmp_path / "work", **kw)  # type: ignore[arg-type]
+
+
+def build(recipe: Path, options: BuildOptions) -> EngineResult:
+    """What callers do: prepare the local channel (publish stage), then let the engine build."""
+    ensure_channel(options.output_dir)
+    return RattlerBuildEngine().build(recipe, options)
 
 
 def write_recipe(tmp_path: Path, name: str, text: str) -> Path:
@@ -110,12 +118,19 @@ def test_engine_choice_follows_the_recipe_files_present(tmp_path: Path) -> None:
 
 
 def test_env_and_python_variants_reach_the_build_and_the_env_is_restored(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("MAX_JOBS", raising=False)
     recipe = write_recipe(tmp_path, "echo-env", ECHO_RECIPE)
-    result = RattlerBuildEngine().build(
-        recipe, opts(tmp_path, env=(("MAX_JOBS", "7"),), pythons=("3.10", "3.12"))
+    streamed: list[str] = []
+    result = build(
+        recipe,
+        opts(
+            tmp_path,
+            env=(("MAX_JOBS", "7"),),
+            pythons=("3.10", "3.12"),
+            echo=lambda line, style: streamed.append(line),
+        ),
     )
     assert "MAX_JOBS" not in os.environ
     assert len(result.packages) == 2  # one per Python variant
@@ -123,24 +138,34 @@ def test_env_and_python_variants_reach_the_build_and_the_env_is_restored(
         contents(pkg, tmp_path / f"x{i}", "share/echo-env.txt") for i, pkg in enumerate(result.packages)
     )
     assert texts == ["jobs=7 python=3.10\n", "jobs=7 python=3.12\n"]
-    # The log is streamed to the terminal (stderr) and kept in the work dir.
+    # The log is streamed to the caller's sink (the CLI prints it on stderr) and kept in the work dir.
     log = result.log_path.read_text()
     assert result.log_path.parent == tmp_path / "work" / "logs"
     assert "wrote echo-env for python 3.10" in log and "all tests passed" in log
-    assert "wrote echo-env for python 3.12" in capsys.readouterr().err
+    assert any("wrote echo-env for python 3.12" in line for line in streamed)
 
 
 def test_no_test_skips_the_recipe_tests(tmp_path: Path) -> None:
     recipe = write_recipe(tmp_path, "echo-env", ECHO_RECIPE)
-    result = RattlerBuildEngine().build(recipe, opts(tmp_path, pythons=("3.11",), run_tests=False))
+    result = build(recipe, opts(tmp_path, pythons=("3.11",), run_tests=False))
     assert "Testing commands" not in result.log_path.read_text()
     assert len(result.packages) == 1
+
+
+def test_the_engine_leaves_packages_in_its_output_folder_and_indexes_nothing(tmp_path: Path) -> None:
+    recipe = write_recipe(tmp_path, "echo-env", ECHO_RECIPE)
+    result = build(recipe, opts(tmp_path, pythons=("3.11",)))
+    (pkg,) = result.packages
+    assert pkg.parent == tmp_path / "channel" / "linux-64" and pkg.is_file()
+    # Indexing is the publish stage's job: the engine wrote no repodata next to the package.
+    assert not (pkg.parent / "repodata.json").exists()
+    assert not list((tmp_path / "work" / "rattler-build").iterdir())  # its scratch folder is gone
 
 
 def test_a_failed_build_names_the_cause_and_publishes_nothing(tmp_path: Path) -> None:
     recipe = write_recipe(tmp_path, "needs-magma", FAILING_RECIPE)
     with pytest.raises(BuildFailed) as info:
-        RattlerBuildEngine().build(recipe, opts(tmp_path))
+        build(recipe, opts(tmp_path))
     message = str(info.value)
     assert message.startswith(f"rattler-build failed to build {recipe}")
     assert "magma headers not found" in message and "build magma first" in message
@@ -148,7 +173,7 @@ def test_a_failed_build_names_the_cause_and_publishes_nothing(tmp_path: Path) ->
     assert "magma_v2.h: No such file or directory" in log
     channel = tmp_path / "channel"
     assert not [p for p in channel.rglob("*") if p.name.endswith((".conda", ".tar.bz2")) or ".tmp" in p.name]
-    # The (empty) output folder is still a valid channel for the next build.
+    # The prepared (empty) output folder is still a valid channel for the next build.
     assert json.loads((channel / "noarch" / "repodata.json").read_text())["packages"] == {}
 
 

@@ -128,8 +128,8 @@ def test_failed_pack_leaves_no_partial_output(tree: Path, tmp_path: Path) -> Non
     ("name", "content", "message"),
     [
         ("demo.zip", b"PK", "not a conda package"),
-        ("demo-1.0-0.conda", b"not a zip", "unreadable package"),
-        ("demo-1.0-0.tar.bz2", b"not bz2", "unreadable package"),
+        ("demo-1.0-0.conda", b"not a zip", "not a readable conda package"),
+        ("demo-1.0-0.tar.bz2", b"not bz2", "not a readable conda package"),
     ],
 )
 def test_bad_packages_are_usage_errors(tmp_path: Path, name: str, content: bytes, message: str) -> None:

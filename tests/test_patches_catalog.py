@@ -10,7 +10,8 @@ from packaging.version import Version
 from patches_helpers import entry, unified_diff, write_catalog
 
 from condapipe.errors import UsageError
-from condapipe.render.patch_catalog import PLATFORMS, check_consistency, load_catalog, patch_targets
+from condapipe.render.patch_catalog import check_consistency, load_catalog, patch_targets
+from condapipe.spec.build_spec import PLATFORMS
 
 SHIPPED = load_catalog()
 PATCHES = [e for e in SHIPPED.entries if e.kind == "patch"]

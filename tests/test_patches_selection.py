@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from patches_helpers import entry, write_catalog
 
 from condapipe.errors import UsageError
-from condapipe.render.patch_catalog import PLATFORMS, applicable, config_env, load_catalog, patch_files
+from condapipe.render.patch_catalog import applicable, config_env, load_catalog, patch_files
+from condapipe.spec.build_spec import PLATFORMS
 
 SHIPPED = load_catalog()
 

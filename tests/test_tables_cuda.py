@@ -12,7 +12,14 @@ import pytest
 from packaging.version import Version
 
 from condapipe.errors import UsageError
-from condapipe.spec.arch import Arch, ArchList
+from condapipe.spec.arch import (
+    Arch,
+    ArchList,
+    accepted_archs,
+    cuda_accepts,
+    magma_default_archs,
+    torch_default_archs,
+)
 from condapipe.spec.tables import cuda_info, cuda_versions, link_overflow_max_images, normalize_cuda
 
 EXPECTED_VERSIONS = [
@@ -30,11 +37,11 @@ def test_every_released_cuda_from_9_2_to_13_2_has_a_row():
 @pytest.mark.parametrize("version", EXPECTED_VERSIONS)
 def test_each_row_is_consistent(version):
     info = cuda_info(version)
-    default = info.default_archs()  # raises if the default list is not compilable by this CUDA
+    default = torch_default_archs(info.version)  # raises if the default list is not compilable by this CUDA
     assert default.torch_arch_list() == info.torch_arch_list, "store the list in canonical order"
     assert len(default.ptx()) <= 1, "upstream adds PTX for one arch only"
-    magma = info.magma_arch_list()
-    assert all(info.accepts(a) for a in magma), "magma archs must be compilable"
+    magma = magma_default_archs(info.version)
+    assert all(cuda_accepts(info.version, a) for a in magma), "magma archs must be compilable"
     assert list(info.magma_archs) == sorted(set(info.magma_archs))
     assert info.nvcc_flags[:2] == ("-Xfatbin", "-compress-all")
     assert ("-compress-mode=size" in info.nvcc_flags) == version.startswith("13.")
@@ -44,8 +51,8 @@ def test_each_row_is_consistent(version):
     assert info.magma.url.endswith(f"magma-{info.magma.version}.tar.gz")
     assert re.fullmatch(r"\d+\.\d+\.\d+", info.cudnn)
     assert 6 <= info.max_gcc <= 20
-    assert info.accepts(Arch(*map(int, info.min_arch.split("."))))
-    assert info.accepts(Arch(*map(int, info.max_arch.split("."))))
+    assert cuda_accepts(info.version, Arch(*map(int, info.min_arch.split("."))))
+    assert cuda_accepts(info.version, Arch(*map(int, info.max_arch.split("."))))
 
 
 def test_facts_from_the_reference_tables():
@@ -97,7 +104,7 @@ def test_unknown_cuda_is_a_one_line_error_listing_the_valid_versions(text):
 
 
 def test_link_overflow_threshold_is_above_every_default_list():
-    assert all(cuda_info(v).default_archs().images <= link_overflow_max_images() for v in EXPECTED_VERSIONS)
+    assert all(torch_default_archs(v).images <= link_overflow_max_images() for v in EXPECTED_VERSIONS)
 
 
 # --------------------------------------------------------------- against the real nvcc
@@ -121,9 +128,9 @@ def _codes(flag: str) -> set[str]:
 @needs_nvcc
 def test_table_row_of_the_installed_cuda_matches_nvcc_list_gpu_code():
     info = cuda_info(_installed_cuda())
-    plain = {a.sm for a in info.accepted_archs() if not a.suffix}
+    plain = {a.sm for a in accepted_archs(info.version) if not a.suffix}
     assert plain == _codes("--list-gpu-code")
-    assert {a.compute for a in info.accepted_archs() if not a.suffix} == _codes("--list-gpu-arch")
+    assert {a.compute for a in accepted_archs(info.version) if not a.suffix} == _codes("--list-gpu-arch")
 
 
 @needs_nvcc
@@ -131,7 +138,7 @@ def test_suffixed_archs_of_the_installed_cuda_are_exactly_those_nvcc_allows():
     info = cuda_info(_installed_cuda())
     help_text = subprocess.run([NVCC, "--help"], capture_output=True, text=True, check=True).stdout
     allowed = set(re.findall(r"'(sm_\d+[af])'", help_text))
-    assert {a.sm for a in info.accepted_archs() if a.suffix} == allowed
+    assert {a.sm for a in accepted_archs(info.version) if a.suffix} == allowed
 
 
 @needs_nvcc
@@ -148,13 +155,13 @@ def test_max_gcc_of_the_installed_cuda_matches_host_config_h():
 @needs_nvcc
 def test_nvcc_compiles_with_the_table_flags_and_accepts_the_default_list(tmp_path):
     info = cuda_info(_installed_cuda())
-    default = [f for g in info.default_archs().gencode_flags() for f in g.split()]
+    default = [f for g in torch_default_archs(info.version).gencode_flags() for f in g.split()]
     dry = subprocess.run([NVCC, "--dryrun", "-c", "k.cu", *default, *info.nvcc_flags], capture_output=True)
     assert dry.returncode == 0, dry.stderr
     # one real compile (newest default arch, with PTX) proves the fatbin flags work end to end
     src = tmp_path / "k.cu"
     src.write_text("__global__ void k(float *x) { x[threadIdx.x] *= 2.0f; }\n")
-    newest = ArchList((info.default_archs().archs[-1],))
+    newest = ArchList((torch_default_archs(info.version).archs[-1],))
     flags = [f for g in newest.gencode_flags() for f in g.split()]
     cmd = [NVCC, "-c", str(src), "-o", str(tmp_path / "k.o"), *flags, *info.nvcc_flags]
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -166,8 +173,8 @@ def test_nvcc_accepts_every_arch_the_table_says_it_compiles():
     info = cuda_info(_installed_cuda())
     # plain X and Xf emit the same SASS and cannot share one compile: check "f" separately
     for group in (
-        [a for a in info.accepted_archs() if a.suffix != "f"],
-        [a for a in info.accepted_archs() if a.suffix == "f"],
+        [a for a in accepted_archs(info.version) if a.suffix != "f"],
+        [a for a in accepted_archs(info.version) if a.suffix == "f"],
     ):
         flags = [f for g in ArchList(tuple(group)).gencode_flags() for f in g.split()]
         # --dryrun runs nvcc's own option validation (the fast part) without compiling 20 archs
@@ -179,7 +186,7 @@ def test_nvcc_accepts_every_arch_the_table_says_it_compiles():
 def test_nvcc_rejects_an_arch_the_table_says_it_cannot_compile():
     info = cuda_info(_installed_cuda())
     too_old = Arch(7, 0)
-    assert not info.accepts(too_old)
+    assert not cuda_accepts(info.version, too_old)
     flags = ArchList((too_old,)).gencode_flags()[0].split()
     proc = subprocess.run([NVCC, "--dryrun", "-c", "k.cu", *flags], capture_output=True, text=True)
     assert proc.returncode != 0

@@ -19,8 +19,8 @@ from fake_anaconda.harness import (
     upload_args,
 )
 
+from condapipe.fix.package_io import read_package_info
 from condapipe.publish.anaconda_api import AnacondaSite, inspect_for_anaconda
-from condapipe.publish.channel import read_package_info
 from condapipe.publish.tokens import Token
 from condapipe.publish.upload import Mode, RetryPolicy, upload_one
 from condapipe.publish.upload_result import Status

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from condapipe.build.base import V0_RECIPE, V1_RECIPE, BuildOptions, Engine, EngineResult
 from condapipe.build.conda_build import CondaBuildEngine
+from condapipe.build.logs import LineSink
 from condapipe.build.rattler_build import RattlerBuildEngine
 from condapipe.errors import EnvironmentProblem, UsageError
 
@@ -21,6 +22,7 @@ __all__ = [
     "CondaBuildEngine",
     "Engine",
     "EngineResult",
+    "LineSink",
     "RattlerBuildEngine",
     "engine_for_recipe",
     "get_engine",

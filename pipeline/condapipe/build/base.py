@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from condapipe.build.logs import LineSink
 from condapipe.errors import UsageError
 
 PACKAGE_FORMATS = ("conda", "tar.bz2")
@@ -23,11 +24,16 @@ V1_RECIPE = "recipe.yaml"
 
 @dataclass(frozen=True)
 class BuildOptions:
-    """What the user asked of a build, independent of the engine that runs it."""
+    """What the user asked of a build, independent of the engine that runs it.
 
-    output_dir: Path
+    Engines only build: they leave the packages in `output_dir/<subdir>/` and never index or
+    publish. Every local channel they search (`all_channels()`) must already be indexed; callers
+    prepare them and publish the result with condapipe.publish.channel.
+    """
+
+    output_dir: Path  # the engine's output folder (a staging folder, not the published channel)
     work_dir: Path
-    channels: tuple[str, ...] = ()  # the user's channels; the output dir always comes first
+    channels: tuple[str, ...] = ()  # where dependencies come from; the output dir always comes first
     override_channels: bool = False  # use only the output dir and `channels`, never defaults
     pythons: tuple[str, ...] = ()
     package_format: str = "conda"
@@ -35,6 +41,8 @@ class BuildOptions:
     run_tests: bool = True
     target_platform: str | None = None
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    # Where build output goes as it happens (the CLI's console); None: only the log file.
+    echo: LineSink | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.package_format not in PACKAGE_FORMATS:

@@ -19,8 +19,6 @@ from condapipe.build.base import V0_RECIPE, BuildOptions, EngineResult, log_file
 from condapipe.build.logs import BuildLog, stream_process
 from condapipe.errors import BuildFailed, EnvironmentProblem, UsageError
 
-PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
-
 
 @lru_cache(maxsize=8)
 def _works(command: tuple[str, ...]) -> bool:
@@ -100,7 +98,7 @@ class CondaBuildEngine:
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
             raise BuildFailed(f"`conda build --output` failed for {recipe_dir}: {tail[0]}")
         lines = [line.strip() for line in proc.stdout.splitlines()]
-        paths = [Path(line) for line in lines if line.endswith(PACKAGE_SUFFIXES)]
+        paths = [Path(line) for line in lines if line.endswith(f".{options.package_format}")]
         if not paths:
             raise BuildFailed(f"`conda build --output` named no package for {recipe_dir}")
         return paths
@@ -114,14 +112,11 @@ class CondaBuildEngine:
                 "conda-build is not installed",
                 fix="`conda install conda-build`, or use --engine rattler-build",
             )
-        from condapipe.build.rattler_build import ensure_channel
-
-        ensure_channel(options.output_dir)
         expected = self.expected_packages(command, recipe_dir, options)
         log_path = log_file_for(options, recipe_dir.resolve().name, self.name)
         started = time.monotonic()
         argv = self.argv(command, recipe_dir, options)
-        with BuildLog(log_path) as log:
+        with BuildLog(log_path, echo=options.echo) as log:
             log.write("condapipe: " + " ".join(argv))
             code = stream_process(argv, log, env={**os.environ, **dict(options.env)})
             log_path = log.path
@@ -137,7 +132,4 @@ class CondaBuildEngine:
                 f"conda build succeeded but did not write {', '.join(map(str, missing))}",
                 log_path=str(log_path),
             )
-        from condapipe.publish.channel import index_channel
-
-        index_channel(options.output_dir)
         return EngineResult(self.name, tuple(expected), log_path, time.monotonic() - started)

@@ -1,21 +1,22 @@
-"""Build logs: every line goes to the terminal as it happens and to a file kept for later.
+"""Build logs: every line goes to a file kept for later and, as it happens, to the caller's sink.
 
 Multi-hour builds fail far from where the user is looking; the file is what `diagnose` reads
-and what a user attaches to a bug report, the terminal stream is how they watch progress.
+and what a user attaches to a bug report, the stream is how they watch progress. The build stage
+does not print: the CLI passes a sink (`BuildOptions.echo`) that writes to its console.
 """
 
 from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import TextIO
 
-from rich.console import Console
-from rich.text import Text
-
-from condapipe.cli.output import err_console
+LineSink = Callable[[str, str | None], None]
+"""Receives each build-output line as it is written: (line without ANSI codes, style hint such as
+"red", "yellow", "bold", or None). The CLI's sink prints it; None means the log file only."""
 
 # Terminal control sequences (colours, cursor moves) are kept off the log file.
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -31,12 +32,11 @@ def unique_path(path: Path) -> Path:
 
 
 class BuildLog:
-    """Tees lines to a log file and (optionally) the rich console on stderr."""
+    """Tees lines to a log file and (optionally) a sink that shows them as they come."""
 
-    def __init__(self, path: Path, *, echo: bool = True, console: Console | None = None) -> None:
+    def __init__(self, path: Path, *, echo: LineSink | None = None) -> None:
         self.path = unique_path(path)
         self.echo = echo
-        self.console = console or err_console
         self.lines_written = 0
         self._fh: TextIO | None = None
 
@@ -63,8 +63,8 @@ class BuildLog:
             clean = _ANSI.sub("", line)
             self._fh.write(clean + "\n")
             self.lines_written += 1
-            if self.echo:
-                self.console.print(Text(clean, style=style or ""), soft_wrap=True)
+            if self.echo is not None:
+                self.echo(clean, style)
         self._fh.flush()
 
 

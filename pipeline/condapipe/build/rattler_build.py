@@ -2,8 +2,8 @@
 
 It is the engine for machines without conda (pip installs it) and the one CI uses: it builds
 offline from local channels, relinks rpaths itself and runs the recipe's tests in a fresh
-environment. Packages are built under the work directory and then published into the output
-folder (temp name + rename) so the channel never shows half-written files or build leftovers.
+environment. Packages are built in a fresh scratch folder under the work directory and then moved
+into the output folder; publishing them into a channel (and indexing it) is the publish stage's job.
 """
 
 from __future__ import annotations
@@ -73,33 +73,15 @@ def package_format_arg(options: BuildOptions) -> str:
     return name if options.compression_level is None else f"{name}:{options.compression_level}"
 
 
-def ensure_channel(directory: Path) -> None:
-    """Make `directory` a valid (possibly empty) channel.
-
-    rattler-build ignores a local channel without noarch/repodata.json while solving build envs,
-    but its test step then fails with a bare "Test failed", so every channel we pass is indexed.
-    """
-    from condapipe.publish.channel import index_channel  # the channel engineer's indexer (py-rattler)
-
-    directory.mkdir(parents=True, exist_ok=True)
-    if not (directory / "noarch" / "repodata.json").exists():
-        index_channel(directory)
-
-
-def publish(packages: list[Path], output_dir: Path) -> list[Path]:
-    """Copy built packages into `output_dir/<subdir>/` atomically and re-index the channel."""
-    from condapipe.publish.channel import index_channel
-
-    published = []
+def _collect(packages: list[Path], output_dir: Path) -> list[Path]:
+    """Move built packages from the scratch folder to `output_dir/<subdir>/` (the engine's output)."""
+    collected = []
     for pkg in packages:
         dest = output_dir / pkg.parent.name / pkg.name
         dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
-        shutil.copyfile(pkg, tmp)
-        os.replace(tmp, dest)
-        published.append(dest)
-    index_channel(output_dir)
-    return published
+        shutil.move(pkg, dest)
+        collected.append(dest)
+    return collected
 
 
 class RattlerBuildEngine:
@@ -126,9 +108,11 @@ class RattlerBuildEngine:
         return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=parent))
 
     def channels(self, options: BuildOptions) -> list[str]:
-        """The output folder first, then the user's; nothing implicit (conda-forge) is added.
+        """The output folder first, then the caller's; nothing implicit (conda-forge) is added.
 
-        rattler-build also searches its own scratch output folder on its own.
+        rattler-build also searches its own scratch output folder on its own. Every local channel
+        must already be indexed (condapipe.publish.channel.ensure_channel): rattler-build skips an
+        unindexed one while solving, and its test step then fails with a bare "Test failed".
         """
         return list(options.all_channels())
 
@@ -140,7 +124,7 @@ class RattlerBuildEngine:
             f"channels: {', '.join(self.channels(options))}",
             f"package format: {package_format_arg(options)}",
             f"tests: {'run in a fresh environment' if options.run_tests else 'skipped'}",
-            f"publish into: {options.output_dir}",
+            f"packages into: {options.output_dir}",
         ]
 
     def build(self, recipe_dir: Path, options: BuildOptions) -> EngineResult:
@@ -165,12 +149,11 @@ class RattlerBuildEngine:
             render_config = rb.RenderConfig(platform=platform)
 
         scratch = self.scratch_dir(options, recipe_dir.resolve().name)
-        ensure_channel(options.output_dir)
         tool_config = rb.ToolConfiguration(test_strategy="native" if options.run_tests else "skip")
         log_path = log_file_for(options, recipe_dir.resolve().name, self.name)
         started = time.monotonic()
         built: list[Path] = []
-        with BuildLog(log_path) as log:
+        with BuildLog(log_path, echo=options.echo) as log:
             log.write(f"condapipe: rattler-build {rb.rattler_build_version()} building {recipe_path}")
             failure: Exception | None = None
             try:
@@ -200,9 +183,9 @@ class RattlerBuildEngine:
                 f"rattler-build built nothing for {recipe_dir} (every output skipped?)",
                 log_path=str(log_path),
             )
-        published = publish(built, options.output_dir)
+        packages = _collect(built, options.output_dir)
         shutil.rmtree(scratch, ignore_errors=True)  # kept only after a failure, for debugging
-        return EngineResult(self.name, tuple(published), log_path, time.monotonic() - started)
+        return EngineResult(self.name, tuple(packages), log_path, time.monotonic() - started)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -15,12 +15,21 @@ from pathlib import Path
 from typing import Any
 
 from condapipe.cli.output import console, err_console, print_json
-from condapipe.doctor.run import DoctorReport, Machine, run_doctor
+from condapipe.doctor import DoctorReport, Machine, run_doctor
 from condapipe.errors import CondapipeError
-from condapipe.plan.build_plan import PlanOptions, make_family_plan
-from condapipe.plan.progress import StepDisplay
-from condapipe.plan.report import build_report, print_summary, write_report
-from condapipe.plan.runner import Plan, PlanFailed, PlanResult, describe, run_plan
+from condapipe.plan import (
+    Plan,
+    PlanFailed,
+    PlanOptions,
+    PlanResult,
+    StepDisplay,
+    build_report,
+    describe,
+    make_family_plan,
+    print_summary,
+    run_plan,
+    write_report,
+)
 from condapipe.render.families._common import family_data
 from condapipe.spec.build_spec import BuildSpec
 

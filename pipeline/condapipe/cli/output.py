@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.text import Text
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -24,6 +25,18 @@ def json_option(func: F) -> F:
 def dry_run_option(func: F) -> F:
     """Add --dry-run: say what would change without changing anything."""
     return click.option("--dry-run", is_flag=True, help="Show what would be done; change nothing.")(func)
+
+
+def echo_lines(target: Console = err_console) -> Callable[[str, str | None], None]:
+    """A line sink for stages that stream output (build logs): each line printed as plain text.
+
+    Stages never print; the CLI hands them this (see condapipe.build.logs.LineSink).
+    """
+
+    def echo(line: str, style: str | None) -> None:
+        target.print(Text(line, style=style or ""), soft_wrap=True)
+
+    return echo
 
 
 def print_json(data: Any) -> None:

@@ -1,1 +1,11 @@
-"""doctor: machine checks before a build."""
+"""doctor: machine checks before a build.
+
+Entry point: `run_doctor(spec, Machine.from_environ(work_dir))` -> DoctorReport (findings, the
+build env they imply, toolkit switches). `machine.py` holds what doctor reads, `checks.py` the
+checks, `run.py` the runner.
+"""
+
+from condapipe.doctor.machine import Finding, Machine
+from condapipe.doctor.run import DoctorReport, run_doctor
+
+__all__ = ["DoctorReport", "Finding", "Machine", "run_doctor"]

@@ -2,7 +2,8 @@
 
 Each check runs the real tool it asks about (nvcc, gcc, cmake) from the machine's PATH and
 returns findings plus what the build should use because of them (MAX_JOBS, a toolkit root to
-switch to, CMAKE_POLICY_VERSION_MINIMUM). Tables live in data/doctor.yaml and data/cuda.yaml.
+switch to, CMAKE_POLICY_VERSION_MINIMUM). Tables live in data/doctor.yaml; CUDA facts (max gcc)
+come from the spec's resolved variants.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from condapipe.doctor.run import Finding, Machine, doctor_data, family_facts
+from condapipe.doctor.machine import Finding, Machine, doctor_data, family_facts
 from condapipe.errors import CondapipeError
 from condapipe.spec.build_spec import BuildSpec
 
@@ -130,8 +131,6 @@ def _older_gccs(machine: Machine, limit: int) -> list[str]:
 
 def check_gcc(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
     """The host compiler nvcc will call must not be newer than its host_config.h accepts."""
-    from condapipe.spec.tables import cuda_info
-
     res = CheckResult()
     cc = machine.env.get("NVCC_CCBIN") or machine.env.get("CC") or "gcc"
     gcc = machine.which(cc) if "/" not in cc else (cc if Path(cc).is_file() else None)
@@ -148,7 +147,7 @@ def check_gcc(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
         return res
     major = int(version.split(".")[0])
     cudas = _cudas(spec)
-    limits = {c: cuda_info(c).max_gcc for c in cudas}
+    limits = {v.cuda: v.max_gcc for v in spec.cuda_variants if not v.is_cpu and v.max_gcc is not None}
     too_new = {c: m for c, m in limits.items() if major > m}
     if not too_new:
         accepted = f" (nvcc {', '.join(cudas)} accept up to gcc {min(limits.values())})" if limits else ""

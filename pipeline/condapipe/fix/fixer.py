@@ -9,7 +9,6 @@ the original (or write to another folder) — never a half-written package.
 from __future__ import annotations
 
 import glob
-import hashlib
 import os
 import shutil
 import tempfile
@@ -25,13 +24,13 @@ from condapipe.fix.elf.rpath import RpathRules, decide, rules_for
 from condapipe.fix.package_io import (
     PackOptions,
     Progress,
-    file_digest,
     load_paths_json,
     pack,
-    package_format,
+    package_file,
     unpack,
     update_paths_json,
 )
+from condapipe.hashing import FileDigest, hash_file
 
 EM_CUDA = 190  # cubins are ELF too, but not host code
 
@@ -111,12 +110,8 @@ def vendored_name(source: Path, soname: str | None, keep: bool) -> str:
     base = soname or source.name
     if keep:
         return base
-    digest = hashlib.sha256()
-    with open(source, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
     stem, dot, rest = base.partition(".so")
-    return f"{stem}-{digest.hexdigest()[:8]}{dot}{rest}"
+    return f"{stem}-{hash_file(source).sha256[:8]}{dot}{rest}"
 
 
 def _vendor_dir(root: Path, rules: RpathRules) -> Path:
@@ -281,10 +276,7 @@ def fix_package(
 ) -> FixReport:
     """Fix a `.conda` / `.tar.bz2`; the result replaces it atomically (or goes to `output_dir`)."""
     start = time.monotonic()
-    path = Path(path)
-    package_format(path)
-    if not path.is_file():
-        raise UsageError(f"{path}: no such package")
+    path = package_file(path)
     out_path = (output_dir / path.name) if output_dir else path
     scratch_parent = work_dir or out_path.parent
     scratch_parent.mkdir(parents=True, exist_ok=True)
@@ -318,9 +310,9 @@ def fix_package(
     return report
 
 
-def _digests(root: Path, rels: list[str], workers: int) -> dict[str, tuple[str, int]]:
+def _digests(root: Path, rels: list[str], workers: int) -> dict[str, FileDigest]:
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return dict(zip(rels, pool.map(lambda r: file_digest(root / r), rels), strict=True))
+        return dict(zip(rels, pool.map(lambda r: hash_file(root / r), rels), strict=True))
 
 
 def fix_package_file(

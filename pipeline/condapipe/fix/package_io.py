@@ -9,14 +9,13 @@ and never held in memory. Modes, symlinks and hard links survive the round trip;
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
 import tarfile
 import zipfile
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,21 +24,49 @@ from conda_package_streaming import package_streaming
 from conda_package_streaming.extract import extract_stream
 
 from condapipe.errors import BuildFailed, UsageError
+from condapipe.hashing import CHUNK, FileDigest, hash_file
 
 CONDA = ".conda"
 TAR_BZ2 = ".tar.bz2"
-FORMATS = (CONDA, TAR_BZ2)
+PACKAGE_SUFFIXES: tuple[str, ...] = (CONDA, TAR_BZ2)
 DEFAULT_ZSTD_LEVEL = 19
-_COPY_CHUNK = 1 << 20
+
+# What a damaged or truncated package raises while it is streamed: the zip, tar, bzip2 and zstd
+# layers (conda-package-streaming decompresses `.conda` with backports.zstd / compression.zstd,
+# not zstandard), LookupError when a `.conda` lacks the component its file name implies, and
+# NotImplementedError from zipfile for flags or methods a conda package never uses.
+READ_ERRORS: tuple[type[Exception], ...] = (
+    zipfile.BadZipFile,
+    NotImplementedError,
+    tarfile.TarError,
+    zstandard.ZstdError,
+    *((package_streaming.zstd.ZstdError,) if getattr(package_streaming, "zstd", None) else ()),
+    EOFError,
+    OSError,
+    LookupError,
+)
+
+
+def package_suffix(filename: str) -> str | None:
+    """The conda package extension of a file name, or None when it is not a conda package."""
+    return next((s for s in PACKAGE_SUFFIXES if filename.endswith(s)), None)
 
 
 def package_format(path: Path | str) -> str:
     """Return ".conda" or ".tar.bz2"; anything else is a usage error."""
-    name = str(path)
-    for ext in FORMATS:
-        if name.endswith(ext):
-            return ext
-    raise UsageError(f"{path}: not a conda package (expected .conda or .tar.bz2)")
+    suffix = package_suffix(str(path))
+    if suffix is None:
+        raise UsageError(f"{path}: not a conda package (expected .conda or .tar.bz2)")
+    return suffix
+
+
+def package_file(path: Path | str) -> Path:
+    """`path` checked before it is opened: a conda package name, and a regular file (FIFOs hang)."""
+    path = Path(path)
+    package_format(path)
+    if not path.is_file():
+        raise UsageError(f"{path}: no such package")
+    return path
 
 
 def package_stem(path: Path | str) -> str:
@@ -48,15 +75,43 @@ def package_stem(path: Path | str) -> str:
     return name[: -len(package_format(name))]
 
 
+def _unreadable(path: Path, exc: BaseException) -> UsageError:
+    return UsageError(f"{path}: not a readable conda package ({type(exc).__name__}: {exc})")
+
+
 # -- reading ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PackageInfo:
+    """What condapipe needs to know about a package file: identity, subdir and dependencies."""
+
+    path: Path
+    name: str
+    version: str
+    build: str
+    build_number: int
+    subdir: str
+    depends: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def ext(self) -> str:
+        return package_suffix(self.path.name) or ""
+
+    @property
+    def filename(self) -> str:
+        """The canonical file name: name-version-build.ext (what channels and anaconda.org use)."""
+        return f"{self.name}-{self.version}-{self.build}{self.ext}"
+
+    @property
+    def basename(self) -> str:
+        """subdir/filename, anaconda.org's name for a distribution."""
+        return f"{self.subdir}/{self.filename}"
 
 
 def read_info_file(path: Path | str, member: str) -> bytes:
     """One file of the package's `info/` folder, read without unpacking the package."""
-    path = Path(path)
-    package_format(path)
-    if not path.is_file():
-        raise UsageError(f"{path}: no such package")
+    path = package_file(path)
     try:
         with open(path, "rb") as fh:
             stream = package_streaming.stream_conda_component(
@@ -70,25 +125,62 @@ def read_info_file(path: Path | str, member: str) -> bytes:
                     data = extracted.read()
                     stream.close()
                     return data
-    except (zipfile.BadZipFile, tarfile.TarError, zstandard.ZstdError, OSError, EOFError) as exc:
-        raise UsageError(f"{path}: unreadable package ({exc})") from exc
+    except READ_ERRORS as exc:
+        raise _unreadable(path, exc) from exc
     raise UsageError(f"{path}: package has no {member}")
 
 
 def read_index(path: Path | str) -> dict[str, Any]:
-    """`info/index.json`: name, version, build, depends, subdir."""
+    """`info/index.json` of a package file: name, version, build, depends, subdir."""
+    return _parse_index(read_info_file(path, "info/index.json"), path)
+
+
+def load_index(root: Path) -> dict[str, Any]:
+    """`info/index.json` of an unpacked package folder."""
+    index_file = root / "info" / "index.json"
+    if not index_file.is_file():
+        raise UsageError(f"{root}: not a conda package (no info/index.json)")
+    return _parse_index(index_file.read_bytes(), root)
+
+
+def _parse_index(raw: bytes, where: Path | str) -> dict[str, Any]:
     try:
-        return json.loads(read_info_file(path, "info/index.json"))
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}: info/index.json is not valid JSON") from exc
+        index = json.loads(raw)
+    except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
+        raise UsageError(f"{where}: info/index.json is not valid JSON") from exc
+    if not isinstance(index, dict):
+        raise UsageError(f"{where}: info/index.json is not a JSON object")
+    return index
+
+
+def read_package_info(path: Path | str) -> PackageInfo:
+    """Identity, subdir and dependencies of a package file, from its `info/index.json`."""
+    path = Path(path)
+    index = read_index(path)
+    if not all(isinstance(index.get(k), str) for k in ("name", "version")):
+        raise UsageError(f"{path}: info/index.json lacks name/version")
+    subdir = index.get("subdir") or ("noarch" if index.get("arch") is None else None)
+    if not subdir:
+        raise UsageError(f"{path}: info/index.json has no subdir")
+    try:
+        build_number = int(index.get("build_number", 0))
+    except (TypeError, ValueError):
+        raise UsageError(f"{path}: info/index.json has a build_number that is not a number") from None
+    return PackageInfo(
+        path=path,
+        name=index["name"],
+        version=index["version"],
+        build=str(index.get("build", "0")),
+        build_number=build_number,
+        subdir=subdir,
+        depends=tuple(index.get("depends") or ()),
+    )
 
 
 def unpack(path: Path | str, dest: Path | str) -> Path:
     """Extract every member of the package into `dest` (created); returns `dest`."""
-    path, dest = Path(path), Path(dest)
+    path, dest = package_file(path), Path(dest)
     fmt = package_format(path)
-    if not path.is_file():
-        raise UsageError(f"{path}: no such package")
     dest.mkdir(parents=True, exist_ok=True)
     components = (
         [package_streaming.CondaComponent.pkg, package_streaming.CondaComponent.info]
@@ -100,23 +192,12 @@ def unpack(path: Path | str, dest: Path | str) -> Path:
             for component in components:
                 stream = package_streaming.stream_conda_component(path.name, fh, component=component)
                 extract_stream(stream, dest, tar_filter="tar")
-    except (zipfile.BadZipFile, tarfile.TarError, zstandard.ZstdError, EOFError, OSError) as exc:
-        raise UsageError(f"{path}: unreadable package ({exc})") from exc
+    except READ_ERRORS as exc:
+        raise _unreadable(path, exc) from exc
     return dest
 
 
 # -- hashing and paths.json ---------------------------------------------------------------
-
-
-def file_digest(path: Path) -> tuple[str, int]:
-    """(sha256 hex, size) of a file, read in 1 MiB chunks."""
-    h = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_COPY_CHUNK):
-            h.update(chunk)
-            size += len(chunk)
-    return h.hexdigest(), size
 
 
 def load_paths_json(root: Path) -> dict[str, Any]:
@@ -130,7 +211,7 @@ def update_paths_json(
     root: Path,
     changed: Iterable[str],
     added: Iterable[str] = (),
-    digests: dict[str, tuple[str, int]] | None = None,
+    digests: dict[str, FileDigest] | None = None,
 ) -> None:
     """Refresh sha256/size of `changed` files and add entries for `added` ones.
 
@@ -142,10 +223,10 @@ def update_paths_json(
     entries = {e["_path"]: e for e in data["paths"]}
     for rel in (*changed, *added):
         if rel not in digests:
-            digests[rel] = file_digest(root / rel)
+            digests[rel] = hash_file(root / rel)
     for rel in changed:
         if rel in entries:
-            entries[rel]["sha256"], entries[rel]["size_in_bytes"] = digests[rel]
+            entries[rel]["sha256"], entries[rel]["size_in_bytes"] = digests[rel].sha256, digests[rel].size
     for rel in added:
         full = root / rel
         entry: dict[str, Any] = {"_path": rel}
@@ -153,7 +234,7 @@ def update_paths_json(
             entry["path_type"] = "softlink"
         else:
             entry["path_type"] = "hardlink"
-        entry["sha256"], entry["size_in_bytes"] = digests[rel]
+        entry["sha256"], entry["size_in_bytes"] = digests[rel].sha256, digests[rel].size
         entries[rel] = entry
     data["paths"] = sorted(entries.values(), key=lambda e: e["_path"])
     write_atomic(root / "info" / "paths.json", json.dumps(data, indent=2, sort_keys=True).encode() + b"\n")
@@ -288,7 +369,7 @@ Progress = Callable[[int, int], None]  # (bytes just added, total bytes)
 def _add_all(
     tar: tarfile.TarFile, root: Path, members: list[str], progress: Progress | None, total: int
 ) -> None:
-    tar.copybufsize = _COPY_CHUNK
+    tar.copybufsize = CHUNK
     for rel in members:
         tar.add(root / rel, arcname=rel, recursive=False, filter=_normalise)
         if progress is not None:

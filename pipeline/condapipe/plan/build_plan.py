@@ -15,51 +15,21 @@ import hashlib
 import json
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
 from condapipe.errors import UsageError
+from condapipe.plan import steps as act
+from condapipe.plan.code_inputs import code_digest, tree_digest
+from condapipe.plan.jobs import Job, PlanOptions
 from condapipe.plan.runner import Plan, Step
 from condapipe.plan.state import STATE_FILE, StateFile
 from condapipe.spec.build_spec import BuildSpec, CudaVariant, Source
-
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent
-
-
-@dataclass(frozen=True)
-class PlanOptions:
-    """How to build: where to, with which engine, against which channels."""
-
-    output_dir: Path  # the channel packages are published into
-    work_dir: Path  # state, logs, builds in progress
-    engine: str = "auto"
-    channels: tuple[str, ...] = ()  # extra channels for dependencies (and prerequisite lookups)
-    package_format: str = "conda"
-    compression_level: int | None = None
-    run_tests: bool = True
-    override_channels: bool = False
-    cuda_homes: tuple[tuple[str, str], ...] = ()  # CUDA version -> toolkit root (doctor's switch)
-    # Environment for the build tools (MAX_JOBS from doctor, ...). Not hashed: a machine with
-    # more RAM must not rebuild what it already built.
-    env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
-
-
-@dataclass(frozen=True)
-class Job:
-    """One package to produce: from a family spec (rendered) or from a recipe directory."""
-
-    label: str  # unique, human-readable: "pytorch-1.8.0-py3.8-cuda11.0"
-    name: str  # the conda package name, for channel lookups
-    spec: BuildSpec | None = None
-    recipe_dir: Path | None = None
-    prerequisite: bool = False  # built only when no channel in use has `name`
-    needs_jobs: tuple[str, ...] = ()  # labels of jobs whose published packages this build consumes
-    platform: str | None = None
 
 
 @cache
@@ -69,32 +39,6 @@ def _plan_data() -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- fingerprints
-
-
-def tree_digest(root: Path, *, patterns: tuple[str, ...] = ("*",)) -> str:
-    """sha256 over the relative paths and contents of every file under root (sorted: stable)."""
-    digest = hashlib.sha256()
-    if root.is_file():
-        digest.update(root.read_bytes())
-        return digest.hexdigest()
-    if not root.exists():
-        return "absent"
-    files = sorted({p for pat in patterns for p in root.rglob(pat) if p.is_file()})
-    for path in files:
-        rel = path.relative_to(root)
-        if "__pycache__" in rel.parts or any(part.startswith(".") for part in rel.parts):
-            continue
-        digest.update(str(rel).encode() + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()
-
-
-def code_digest(kind: str) -> str:
-    """Digest of the condapipe sources a step kind depends on (data/plan.yaml: code_inputs)."""
-    names = _plan_data().get("code_inputs", {}).get(kind, [])
-    return hashlib.sha256(
-        "".join(f"{n}={tree_digest(PACKAGE_ROOT / n)};" for n in names).encode()
-    ).hexdigest()
 
 
 def source_fingerprint(source: Source) -> dict[str, Any]:
@@ -139,25 +83,23 @@ def prerequisite_spec(family: str, spec: BuildSpec, variant: CudaVariant) -> Bui
     """The spec of a prerequisite family for one CUDA variant of `spec`.
 
     Validated like a user's `condapipe build magma --cuda X`, with the build number of the
-    package pytorch's own builds used (cuda.yaml), so a rebuilt magma-cudaXY matches upstream's.
+    package pytorch's own builds used (the variant's magma), so a rebuilt magma-cudaXY matches
+    upstream's.
     """
     from condapipe.spec.build_spec import build_spec
-    from condapipe.spec.tables import cuda_info
 
     if family != "magma":
         raise UsageError(f"data/plan.yaml names prerequisite {family!r}, which condapipe cannot build")
     settings = {
         "cuda": [variant.cuda],
         "platform": spec.platform,
-        "build_number": cuda_info(variant.cuda).magma.build_number,
+        "build_number": variant.magma.build_number if variant.magma else 0,
     }
     return build_spec("magma", settings)
 
 
 def prerequisite_package(family: str, variant: CudaVariant) -> str:
-    from condapipe.spec.tables import cuda_info
-
-    return cuda_info(variant.cuda).magma.package if family == "magma" else family
+    return variant.magma.package if family == "magma" and variant.magma else family
 
 
 def _channel_locations(options: PlanOptions) -> list[str]:
@@ -183,6 +125,7 @@ def _current_platform() -> str:
 def find_in_channels(name: str, platform: str, options: PlanOptions) -> tuple[str | None, list[str]]:
     """(where `name` was found, notes on channels that could not be queried), using py-rattler."""
     import rattler
+    from rattler.exceptions import CacheDirError, FetchRepoDataError, GatewayError, InvalidChannelError
 
     channels = _channel_locations(options)
     if not channels:
@@ -202,7 +145,8 @@ def find_in_channels(name: str, platform: str, options: PlanOptions) -> tuple[st
     for chan in channels:
         try:
             records = asyncio.run(query(chan))
-        except Exception as exc:  # offline, bad URL: the prerequisite is then built
+        # offline, bad URL, not a channel: the prerequisite is then built
+        except (GatewayError, FetchRepoDataError, InvalidChannelError, CacheDirError) as exc:
             notes.append(f"could not query {chan} for {name}: {str(exc).splitlines()[0]}")
             continue
         if records:
@@ -290,9 +234,10 @@ def recipe_name(recipe_dir: Path) -> str:
             continue
         try:
             doc = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
-            name = (doc or {}).get("package", {}).get("name")
-        except Exception:  # Jinja-templated v0 recipes are not YAML until rendered
-            name = None
+        except (YAMLError, OSError, UnicodeDecodeError):
+            doc = None  # Jinja-templated v0 recipes are not YAML until rendered
+        package = doc.get("package") if isinstance(doc, dict) else None
+        name = package.get("name") if isinstance(package, dict) else None
         if isinstance(name, str) and "{" not in name:
             return name
     return recipe_dir.resolve().name
@@ -366,8 +311,6 @@ def _engine_name(job: Job, options: PlanOptions) -> str:
 
 
 def _job_steps(job: Job, options: PlanOptions, skip: str | None, skipped_jobs: set[str]) -> list[Step]:
-    from condapipe.plan import steps as act
-
     label = job.label
     steps: list[Step] = []
     build_needs: list[str] = []
@@ -379,12 +322,8 @@ def _job_steps(job: Job, options: PlanOptions, skip: str | None, skipped_jobs: s
                 id=f"render:{label}",
                 kind="render",
                 title=f"render the {spec.package} recipe (both formats)",
-                inputs={
-                    "spec": spec_inputs(spec),
-                    "templates": tree_digest(PACKAGE_ROOT.parent / "recipes" / spec.package),
-                    "patches": tree_digest(PACKAGE_ROOT.parent / "patches" / spec.package),
-                    "code": code_digest("render"),
-                },
+                # "code" covers the render modules, data/, and the recipe templates and patches.
+                inputs={"spec": spec_inputs(spec), "code": code_digest("render")},
                 action=act.render_action(spec, label),
                 skip_reason=skip,
                 package=label,

@@ -1,7 +1,8 @@
 """Live progress of a plan: one line per step, updated as steps start and finish.
 
 Long builds need a visible heartbeat; on a terminal this is a rich live table, elsewhere (CI
-logs, pipes) one plain line per event so the log stays readable.
+logs, pipes) one plain line per event so the log stays readable. It writes only to the console
+the caller (the CLI) hands it.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from condapipe.cli.output import err_console
-
 if TYPE_CHECKING:
     from condapipe.plan.runner import Plan, Step
 
@@ -24,10 +23,10 @@ _STYLE = {"ran": "green", "unchanged": "dim", "skipped": "yellow", "failed": "bo
 
 
 class StepDisplay:
-    """Shows each step's state; used as a context manager around run_plan."""
+    """Shows each step's state; used as a context manager around run_plan (a StepObserver)."""
 
-    def __init__(self, plan: Plan, console: Console | None = None, *, live: bool | None = None) -> None:
-        self.console = console or err_console
+    def __init__(self, plan: Plan, console: Console, *, live: bool | None = None) -> None:
+        self.console = console
         self.rows: dict[str, tuple[str, str, str]] = {s.id: ("waiting", "", "") for s in plan.steps}
         self.plan = plan
         self.use_live = self.console.is_terminal if live is None else live

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from condapipe.errors import UsageError
 from condapipe.plan.runner import Plan, PlanResult, StepResult
 from condapipe.plan.state import atomic_write_text
 
@@ -26,7 +27,7 @@ REPORT_MD = "report.md"
 
 def _package_entry(result: StepResult, by_id: dict[str, StepResult]) -> list[dict[str, Any]]:
     """Facts about each package a publish step put into the channel."""
-    from condapipe.publish.channel import read_package_info
+    from condapipe.fix.package_io import read_package_info
 
     label = result.step.package
     verify = by_id.get(f"verify:{label}")
@@ -53,7 +54,7 @@ def _package_entry(result: StepResult, by_id: dict[str, StepResult]) -> list[dic
         try:
             info = read_package_info(path)
             entry.update(name=info.name, version=info.version, build=info.build, subdir=info.subdir)
-        except Exception:  # the file vanished after the run: report what the state recorded
+        except UsageError:  # gone or unreadable since the run: report what the state recorded
             entry.update(name=path.name, version=None, build=None, subdir=path.parent.name)
         entries.append(entry)
     return entries

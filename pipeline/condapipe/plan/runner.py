@@ -19,15 +19,10 @@ import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from condapipe.errors import BuildFailed, CondapipeError
 from condapipe.plan.state import STATE_FILE, FileRecord, StateFile, StepRecord, work_dir_lock
-
-if TYPE_CHECKING:
-    from condapipe.plan.build_plan import PlanOptions
-    from condapipe.plan.progress import StepDisplay
-    from condapipe.spec.build_spec import BuildSpec
 
 # Test hook: comma-separated pause points ("before:<step-id>", "after:<step-id>", "publish:copied", ...).
 # At a listed point the process appends the point's name to CONDAPIPE_TEST_PAUSE_FILE and sleeps,
@@ -134,11 +129,12 @@ class Plan:
         return self.work_dir / STATE_FILE
 
 
-def make_plan(spec: BuildSpec, options: PlanOptions) -> Plan:
-    """The plan for building a package family (see condapipe.plan.build_plan)."""
-    from condapipe.plan.build_plan import make_family_plan
+class StepObserver(Protocol):
+    """Told as steps start and finish (condapipe.plan.progress.StepDisplay shows them live)."""
 
-    return make_family_plan(spec, options)
+    def started(self, step: Step, why: str) -> None: ...
+
+    def finished(self, step: Step, status: str, why: str, seconds: float) -> None: ...
 
 
 # ---------------------------------------------------------------- hashing
@@ -296,7 +292,7 @@ def step_dir_for(work_dir: Path, step_id: str) -> Path:
     return work_dir / "steps" / safe
 
 
-def run_plan(plan: Plan, *, display: StepDisplay | None = None) -> PlanResult:
+def run_plan(plan: Plan, *, display: StepObserver | None = None) -> PlanResult:
     """Run every step that needs running, recording each as it finishes; stop at the first failure.
 
     A failure raises PlanFailed, which carries the PlanResult so far (for the report) and the
@@ -340,7 +336,7 @@ class PlanFailed(CondapipeError):
 
 
 def _run_step(
-    step: Step, plan: Plan, state: StateFile, decision: Decision, display: StepDisplay | None
+    step: Step, plan: Plan, state: StateFile, decision: Decision, display: StepObserver | None
 ) -> StepResult:
     all_deps = {d: state.get(d) for d in step.needs}
     # A needed step skipped by the plan (e.g. magma found in a channel) has no record: it contributes nothing.

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from condapipe.errors import EnvironmentProblem
+from condapipe.hashing import hash_file
 
 STATE_FILE = "state.json"
 SCHEMA = 1
@@ -52,15 +52,6 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file, read in 1 MiB blocks (packages can be gigabytes)."""
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 @dataclass(frozen=True)
 class FileRecord:
     """An output file as it was when its step finished."""
@@ -73,7 +64,7 @@ class FileRecord:
     @classmethod
     def of(cls, path: Path) -> FileRecord:
         st = path.stat()
-        return cls(str(path), st.st_size, st.st_mtime_ns, sha256_file(path))
+        return cls(str(path), st.st_size, st.st_mtime_ns, hash_file(path).sha256)
 
     def unchanged(self) -> bool:
         """Still there with the same size and mtime (a stat, not a re-hash: reruns must be instant)."""

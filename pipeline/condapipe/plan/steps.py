@@ -18,7 +18,8 @@ from condapipe.errors import BuildFailed
 from condapipe.plan.runner import StepContext, StepOutcome, pause_point
 
 if TYPE_CHECKING:
-    from condapipe.plan.build_plan import Job, PlanOptions
+    from condapipe.plan.jobs import Job, PlanOptions
+    from condapipe.publish.upload_result import FileOutcome
     from condapipe.spec.arch import ArchList
     from condapipe.spec.build_spec import BuildSpec
 
@@ -26,7 +27,9 @@ Action = Callable[[StepContext], StepOutcome]
 
 
 def _packages(ctx: StepContext, step_id: str) -> list[Path]:
-    pkgs = [p for p in ctx.dep_files(step_id) if p.name.endswith((".conda", ".tar.bz2"))]
+    from condapipe.fix.package_io import package_suffix
+
+    pkgs = [p for p in ctx.dep_files(step_id) if package_suffix(p.name)]
     if not pkgs:
         raise BuildFailed(f"{ctx.step.id}: {step_id} produced no package")
     return pkgs
@@ -69,10 +72,13 @@ def build_action(job: Job, options: PlanOptions) -> Action:
             target_platform=job.platform,
             override_channels=options.override_channels,
             env=tuple(sorted(build_env(job, options).items())),
+            echo=options.echo,
         )
-        from condapipe.build.rattler_build import ensure_channel
+        from condapipe.publish.channel import ensure_channel
 
-        ensure_channel(options.output_dir)  # a missing channel fails rattler-build's test step
+        # The engines search both; an unindexed local channel fails rattler-build's test step.
+        ensure_channel(build_options.output_dir)
+        ensure_channel(options.output_dir)
         ctx.log.write(f"engine {engine.name} ({why}); recipe {recipe_dir}")
         result = engine.build(recipe_dir, build_options)
         ctx.log.write(f"engine log: {result.log_path}")
@@ -145,7 +151,7 @@ def test_action(fix_step: str, options: PlanOptions) -> Action:
     def run(ctx: StepContext) -> StepOutcome:
         import rattler_build
 
-        from condapipe.build.rattler_build import ensure_channel
+        from condapipe.publish.channel import ensure_channel
 
         ensure_channel(options.output_dir)  # an unindexed local channel makes rattler-build's test fail
         channels = [str(options.output_dir.resolve()), *options.channels]
@@ -175,45 +181,30 @@ def test_action(fix_step: str, options: PlanOptions) -> Action:
 
 def publish_action(fix_step: str, options: PlanOptions) -> Action:
     def run(ctx: StepContext) -> StepOutcome:
-        from condapipe.publish.channel import (
-            atomic_copy,
-            channel_lock,
-            file_digests,
-            index_channel,
-            read_package_info,
-        )
+        from condapipe.publish.channel import publish_packages
+        from condapipe.publish.upload_result import Status
 
-        published: list[Path] = []
-        replaced = False
         channel = options.output_dir
-        with channel_lock(channel):
-            remove_stale_temp(channel)
-            for pkg in _packages(ctx, fix_step):
-                info = read_package_info(pkg)
-                dest = channel / info.subdir / pkg.name
-                if dest.exists() and file_digests(dest)[0] == file_digests(pkg)[0]:
-                    ctx.log.write(f"already in the channel: {dest}")  # e.g. copied before a kill
-                else:
-                    replaced = replaced or dest.exists()  # a rebuild under the same file name
-                    atomic_copy(pkg, dest)  # hidden temp name in the subdir, fsync, rename
-                    ctx.log.write(f"published {dest}")
-                published.append(dest)
-                pause_point(f"publish:copied:{ctx.step.id}")
-        # A replaced file must be re-hashed: an incremental index could keep its old sha256.
-        index = index_channel(channel, force=replaced)
-        ctx.log.write(f"indexed {channel}: {index.subdirs}")
-        return StepOutcome(files=tuple(published), data={"channel": str(channel.resolve())})
+        failed: list[str] = []
+
+        def copied(outcome: FileOutcome) -> None:
+            if outcome.status is Status.EXISTS:
+                ctx.log.write(f"already in the channel: {outcome.target}")  # e.g. copied before a kill
+            elif outcome.status is Status.FAILED:
+                failed.append(f"{outcome.basename}: {outcome.detail}")
+            else:
+                ctx.log.write(f"published {outcome.target}")
+            pause_point(f"publish:copied:{ctx.step.id}")
+
+        # force: a rebuild under the same file name replaces the package (and is re-indexed).
+        outcomes, index = publish_packages(channel, _packages(ctx, fix_step), force=True, on_published=copied)
+        if failed:
+            raise BuildFailed(
+                f"publishing into {channel} failed: {'; '.join(failed)}", log_path=str(ctx.log.path)
+            )
+        if index is not None:
+            ctx.log.write(f"indexed {channel}: {index.subdirs}")
+        published = tuple(Path(o.target) for o in outcomes)
+        return StepOutcome(files=published, data={"channel": str(channel.resolve())})
 
     return run
-
-
-def remove_stale_temp(channel: Path) -> None:
-    """Temp files of a publish killed mid-copy (hidden, never indexed) are removed on the next run."""
-    if not channel.is_dir():
-        return
-    for sub in channel.iterdir():
-        if sub.is_dir():
-            for tmp in sub.glob(".*.part"):
-                tmp.unlink(missing_ok=True)
-    for leftover in channel.glob(".tmp"):
-        shutil.rmtree(leftover, ignore_errors=True)

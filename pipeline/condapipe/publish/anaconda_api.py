@@ -21,7 +21,7 @@ from urllib.parse import quote
 import requests
 from requests.adapters import HTTPAdapter
 
-from condapipe.publish.channel import PackageInfo
+from condapipe.fix.package_io import READ_ERRORS, PackageInfo
 from condapipe.publish.tokens import Token, redact
 
 DEFAULT_SITE_URL = "https://api.anaconda.org"
@@ -96,6 +96,13 @@ def classify(exc: BaseException, token: Token | None, step: str) -> ApiError:
     return ApiError(Failure.CLIENT, redact(f"{step}: {type(exc).__name__}: {exc}", [token]))
 
 
+def _transport_errors() -> tuple[type[Exception], ...]:
+    """What a failed call through binstar_client or requests raises (classify() sorts them)."""
+    from binstar_client.errors import BinstarError
+
+    return (BinstarError, requests.RequestException, OSError)
+
+
 class _TimeoutAdapter(HTTPAdapter):
     """binstar_client sends API calls without a timeout; a hung server must not hang a batch."""
 
@@ -131,12 +138,23 @@ class AnacondaMeta:
         return self.info.basename
 
 
+class PackageMetadataError(Exception):
+    """anaconda-client's inspector could not read the package's info/ files."""
+
+
 def inspect_for_anaconda(info: PackageInfo) -> AnacondaMeta:
     """Collect the package/release/file attributes with anaconda-client's own inspector."""
     from binstar_client.utils.config import PackageType
     from binstar_client.utils.detect import get_attrs
 
-    package_attrs, release_attrs, file_attrs = get_attrs(PackageType.CONDA, str(info.path))
+    try:
+        package_attrs, release_attrs, file_attrs = get_attrs(PackageType.CONDA, str(info.path))
+    except OSError:
+        raise
+    # A damaged stream, or metadata of the wrong shape: the inspector raises TypeError itself
+    # for a missing index.json, and KeyError/AttributeError/ValueError for malformed JSON files.
+    except (*READ_ERRORS, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise PackageMetadataError(f"{type(exc).__name__}: {exc}") from exc
     return AnacondaMeta(info, dict(package_attrs), dict(release_attrs), dict(file_attrs))
 
 
@@ -176,7 +194,7 @@ class AnacondaSite:
     def _call(self, step: str, func: Callable[[], Any]) -> Any:
         try:
             return func()
-        except Exception as exc:
+        except _transport_errors() as exc:
             raise classify(exc, self.token, step) from None
 
     def check_server(self) -> None:
@@ -258,7 +276,7 @@ class AnacondaSite:
                 self._api.remove_release(owner, meta.name, meta.version)
             if package and not self._api.package(owner, meta.name).get("files"):
                 self._api.remove_package(owner, meta.name)
-        except Exception:  # best effort: an empty release is harmless
+        except _transport_errors():  # best effort: an empty release is harmless
             return
 
     def _path(self, verb: str, owner: str, meta: AnacondaMeta) -> str:
@@ -323,7 +341,7 @@ class AnacondaSite:
                     headers={"Content-Type": encoder.content_type},
                     timeout=STORAGE_TIMEOUT_S,
                 )
-        except Exception as exc:
+        except _transport_errors() as exc:
             raise classify(exc, self.token, "file upload") from None
         if res.status_code == 201:
             return
@@ -331,7 +349,7 @@ class AnacondaSite:
         try:
             node = ElementTree.fromstring(res.text).find("Code")
             code = node.text or "" if node is not None else ""
-        except Exception:
+        except (ElementTree.ParseError, ValueError):  # not XML, or XML defusedxml refuses
             code = ""
         kind = Failure.SERVER if res.status_code >= 500 else Failure.STORAGE
         what = f"storage rejected the file: {code}" if code else "storage answered without an S3 result"

@@ -1,111 +1,34 @@
-"""Local conda channels: read package metadata, copy packages in atomically, index with py-rattler.
+"""Local conda channels: the one publish path (lock, atomic copy, py-rattler index).
 
 A channel directory is read by solvers (and HTTP servers) while we write to it, so a package
 is copied under a hidden temporary name and renamed into place, and repodata is written by
 py-rattler's indexer, which itself writes to a temporary file and renames it (checked with
 strace on py-rattler 0.28). A lock file serialises condapipe processes publishing to the
-same channel.
+same channel. Builds (`build RECIPE_DIR`, the plan's publish step) and `upload --to DIR` all
+publish through `publish_packages`; the engines only build.
 """
 
 from __future__ import annotations
 
 import asyncio
 import fcntl
-import hashlib
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 
 from condapipe.errors import EnvironmentProblem, UsageError
+from condapipe.fix.package_io import PackageInfo, package_suffix, read_package_info
+from condapipe.hashing import CHUNK, hash_file
 from condapipe.publish.upload_result import FileOutcome, Status
 
-PACKAGE_SUFFIXES: tuple[str, ...] = (".conda", ".tar.bz2")
 REPODATA = "repodata.json"
 LOCK_NAME = ".condapipe-channel.lock"
-_CHUNK = 1 << 20
-
-
-@dataclass(frozen=True)
-class PackageInfo:
-    """What condapipe needs to know about a package file: identity, subdir and dependencies."""
-
-    path: Path
-    name: str
-    version: str
-    build: str
-    build_number: int
-    subdir: str
-    depends: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def ext(self) -> str:
-        return package_suffix(self.path.name) or ""
-
-    @property
-    def filename(self) -> str:
-        """The canonical file name: name-version-build.ext (what channels and anaconda.org use)."""
-        return f"{self.name}-{self.version}-{self.build}{self.ext}"
-
-    @property
-    def basename(self) -> str:
-        """subdir/filename, anaconda.org's name for a distribution."""
-        return f"{self.subdir}/{self.filename}"
-
-
-def package_suffix(filename: str) -> str | None:
-    """The conda package extension of a file name, or None when it is not a conda package."""
-    return next((s for s in PACKAGE_SUFFIXES if filename.endswith(s)), None)
-
-
-def read_package_info(path: Path) -> PackageInfo:
-    """Read info/index.json from a .conda or .tar.bz2 without unpacking the payload."""
-    from conda_package_streaming.package_streaming import CondaComponent, stream_conda_component
-
-    if package_suffix(path.name) is None:
-        raise UsageError(f"{path}: not a conda package (expected .conda or .tar.bz2)")
-    if not path.is_file():
-        raise UsageError(f"{path}: no such file")
-    index: dict | None = None
-    try:
-        with path.open("rb") as fileobj:
-            stream = stream_conda_component(str(path), fileobj, CondaComponent.info)
-            for tar, member in stream:
-                if member.name == "info/index.json":
-                    reader = tar.extractfile(member)
-                    index = json.loads(reader.read()) if reader else None
-                    stream.close()
-                    break
-    except Exception as exc:
-        raise UsageError(f"{path}: not a readable conda package ({type(exc).__name__}: {exc})") from None
-    if not isinstance(index, dict) or not all(isinstance(index.get(k), str) for k in ("name", "version")):
-        raise UsageError(f"{path}: info/index.json is missing or lacks name/version")
-    subdir = index.get("subdir") or ("noarch" if index.get("arch") is None else None)
-    if not subdir:
-        raise UsageError(f"{path}: info/index.json has no subdir")
-    return PackageInfo(
-        path=path,
-        name=index["name"],
-        version=index["version"],
-        build=str(index.get("build", "0")),
-        build_number=int(index.get("build_number", 0)),
-        subdir=subdir,
-        depends=tuple(index.get("depends") or ()),
-    )
-
-
-def file_digests(path: Path) -> tuple[str, str]:
-    """(sha256 hex, md5 hex) of a file, read in 1 MiB chunks so memory stays flat."""
-    sha, md5 = hashlib.sha256(), hashlib.md5()
-    with path.open("rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            sha.update(chunk)
-            md5.update(chunk)
-    return sha.hexdigest(), md5.hexdigest()
+TEMP_SUFFIX = ".part"  # atomic_copy's hidden temporary files: `.<name>.<random>.part`
 
 
 def find_packages(directory: Path) -> list[Path]:
@@ -133,11 +56,11 @@ def channel_lock(channel_dir: Path) -> Iterator[None]:
 def atomic_copy(src: Path, dest: Path) -> None:
     """Copy src to dest through a hidden temporary name in dest's folder, then rename."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=TEMP_SUFFIX, dir=dest.parent)
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as out, src.open("rb") as inp:
-            shutil.copyfileobj(inp, out, _CHUNK)
+            shutil.copyfileobj(inp, out, CHUNK)
             out.flush()
             os.fsync(out.fileno())
         os.chmod(tmp, 0o644)
@@ -233,6 +156,7 @@ def index_channel(channel_dir: Path, *, force: bool = False, dry_run: bool = Fal
     replaced in place (py-rattler's incremental mode would keep the old sha256).
     """
     import rattler.index
+    from rattler.exceptions import CacheDirError, IoError
 
     channel_dir = Path(channel_dir)
     if not channel_dir.is_dir():
@@ -247,9 +171,12 @@ def index_channel(channel_dir: Path, *, force: bool = False, dry_run: bool = Fal
         try:
             jobs = index_parallelism(_largest_package(channel_dir), _machine_ram(), os.cpu_count() or 1)
             asyncio.run(rattler.index.index_fs(channel_dir, force=full, max_parallel=jobs))
-        except Exception as exc:
+        except (CacheDirError, IoError, OSError) as exc:  # py-rattler 0.28 reports all as CacheDirError
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise EnvironmentProblem(
-                f"indexing {channel_dir} failed: {exc}", "check that the directory is writable"
+                f"indexing {channel_dir} failed: {first}",
+                "check that the directory is writable and that every package in it is readable "
+                "(`condapipe verify`)",
             ) from None
         tmp = channel_dir / ".tmp"  # py-rattler's own staging folder
         if tmp.is_dir() and not any(tmp.iterdir()):
@@ -272,63 +199,88 @@ def channel_dir_from_target(target: str) -> Path:
     return Path(target)
 
 
-def publish_local(
-    packages: Sequence[PackageInfo | Path],
+def ensure_channel(channel_dir: Path) -> None:
+    """Make `channel_dir` a valid (possibly empty) channel before a build searches it.
+
+    rattler-build ignores a local channel without noarch/repodata.json while solving build envs,
+    but its test step then fails with a bare "Test failed", so callers prepare every local channel
+    they hand to an engine.
+    """
+    channel_dir = Path(channel_dir)
+    channel_dir.mkdir(parents=True, exist_ok=True)
+    if not (channel_dir / "noarch" / REPODATA).exists():
+        index_channel(channel_dir)
+
+
+def remove_stale_temp(channel_dir: Path) -> None:
+    """Temp files of a publish killed mid-copy (hidden, never indexed) are removed by the next one."""
+    if not channel_dir.is_dir():
+        return
+    for sub in channel_dir.iterdir():
+        if sub.is_dir():
+            for tmp in sub.glob(f".*{TEMP_SUFFIX}"):
+                tmp.unlink(missing_ok=True)
+    shutil.rmtree(channel_dir / ".tmp", ignore_errors=True)  # py-rattler's staging folder
+
+
+def publish_packages(
     channel_dir: Path,
+    packages: Sequence[PackageInfo | Path],
     *,
     skip_existing: bool = False,
     force: bool = False,
     dry_run: bool = False,
+    on_published: Callable[[FileOutcome], None] | None = None,
 ) -> tuple[list[FileOutcome], IndexResult | None]:
-    """Copy packages into a local channel (same rules as anaconda.org uploads), then re-index it.
+    """Copy packages into a local channel, then re-index it: the one way packages enter a channel.
 
-    An existing file with the same sha256 is reported as already there; a different one is
-    refused unless force (replace) or skip_existing (leave it) is given.
+    Under the channel lock, each package goes to `<subdir>/<name-version-build.ext>` through a
+    hidden temporary name and a rename. An existing file with the same sha256 is reported as
+    already there; a different one is refused unless `force` (replace: a rebuild) or
+    `skip_existing` (leave it) is given. `on_published` is called after each package.
     """
     channel_dir = Path(channel_dir)
     infos = [p if isinstance(p, PackageInfo) else read_package_info(Path(p)) for p in packages]
     outcomes: list[FileOutcome] = []
     replaced = False
-    with channel_lock(channel_dir) if not dry_run else _nothing():
+    with channel_lock(channel_dir) if not dry_run else nullcontext():
+        if not dry_run:
+            remove_stale_temp(channel_dir)
         for info in infos:
-            dest = channel_dir / info.subdir / info.filename
-            target = str(dest)
-            sha, _md5 = file_digests(info.path)
-            size = info.path.stat().st_size
-            if dest.exists():
-                there, _ = file_digests(dest)
-                if there == sha:
-                    outcomes.append(FileOutcome(info.path, info.basename, target, Status.EXISTS, sha, size))
-                    continue
-                if skip_existing:
-                    detail = "a different file with this name is there (kept, --skip-existing)"
-                    outcomes.append(
-                        FileOutcome(info.path, info.basename, target, Status.SKIPPED, sha, size, detail)
-                    )
-                    continue
-                if not force:
-                    detail = f"a different file is there (sha256 {there[:12]}…); use --force to replace it"
-                    outcomes.append(
-                        FileOutcome(info.path, info.basename, target, Status.REFUSED, sha, size, detail)
-                    )
-                    continue
-                status = Status.WOULD_REPLACE if dry_run else Status.REPLACED
-                replaced = True
-            else:
-                status = Status.WOULD_UPLOAD if dry_run else Status.UPLOADED
-            if not dry_run:
-                try:
-                    atomic_copy(info.path, dest)
-                except OSError as exc:
-                    outcomes.append(
-                        FileOutcome(info.path, info.basename, target, Status.FAILED, sha, size, str(exc))
-                    )
-                    continue
-            outcomes.append(FileOutcome(info.path, info.basename, target, status, sha, size, attempts=1))
+            outcome = _publish_one(
+                info, channel_dir / info.subdir / info.filename, skip_existing, force, dry_run
+            )
+            replaced = replaced or outcome.status in (Status.REPLACED, Status.WOULD_REPLACE)
+            outcomes.append(outcome)
+            if on_published is not None:
+                on_published(outcome)
+    # A replaced file must be re-hashed: an incremental index could keep its old sha256.
     result = index_channel(channel_dir, force=replaced, dry_run=dry_run) if channel_dir.is_dir() else None
     return outcomes, result
 
 
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
+def _publish_one(
+    info: PackageInfo, dest: Path, skip_existing: bool, force: bool, dry_run: bool
+) -> FileOutcome:
+    target = str(dest)
+    digest = hash_file(info.path)
+    sha, size = digest.sha256, digest.size
+    if dest.exists():
+        there = hash_file(dest).sha256
+        if there == sha:
+            return FileOutcome(info.path, info.basename, target, Status.EXISTS, sha, size)
+        if skip_existing:
+            detail = "a different file with this name is there (kept, --skip-existing)"
+            return FileOutcome(info.path, info.basename, target, Status.SKIPPED, sha, size, detail)
+        if not force:
+            detail = f"a different file is there (sha256 {there[:12]}…); use --force to replace it"
+            return FileOutcome(info.path, info.basename, target, Status.REFUSED, sha, size, detail)
+        status = Status.WOULD_REPLACE if dry_run else Status.REPLACED
+    else:
+        status = Status.WOULD_UPLOAD if dry_run else Status.UPLOADED
+    if not dry_run:
+        try:
+            atomic_copy(info.path, dest)
+        except OSError as exc:
+            return FileOutcome(info.path, info.basename, target, Status.FAILED, sha, size, str(exc))
+    return FileOutcome(info.path, info.basename, target, status, sha, size, attempts=1)

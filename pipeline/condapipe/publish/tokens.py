@@ -11,8 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,7 +65,7 @@ def stored_login_token(site_url: str) -> Token | None:
 
     try:
         value = load_token(site_url)
-    except Exception:  # a broken login store is the same as no login
+    except (OSError, ValueError):  # an unreadable or undecodable login store is the same as no login
         return None
     return Token(value.strip(), "anaconda-client stored login") if value and value.strip() else None
 
@@ -109,17 +108,3 @@ class RedactingFilter(logging.Filter):
             # Formatters reuse exc_text when it is set, so the traceback is printed scrubbed.
             record.exc_text = redact(logging.Formatter().formatException(record.exc_info), self._secrets)
         return True
-
-
-@contextmanager
-def redacted_logging(secrets: Iterable[str | Token | None]) -> Iterator[RedactingFilter]:
-    """Attach a RedactingFilter to every handler of the root logger for the duration."""
-    flt = RedactingFilter(secrets)
-    handlers = list(logging.getLogger().handlers)
-    for handler in handlers:
-        handler.addFilter(flt)
-    try:
-        yield flt
-    finally:
-        for handler in handlers:
-            handler.removeFilter(flt)

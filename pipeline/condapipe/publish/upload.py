@@ -17,23 +17,19 @@ from pathlib import Path
 from typing import Protocol
 
 from condapipe.errors import CondapipeError, EnvironmentProblem, UsageError
+from condapipe.fix.package_io import PackageInfo, read_package_info
+from condapipe.hashing import hash_file
 from condapipe.publish.anaconda_api import (
     DEFAULT_SITE_URL,
     AnacondaMeta,
     AnacondaSite,
     ApiError,
     Failure,
+    PackageMetadataError,
     inspect_for_anaconda,
     normalize_site_url,
 )
-from condapipe.publish.channel import (
-    IndexResult,
-    PackageInfo,
-    channel_dir_from_target,
-    file_digests,
-    publish_local,
-    read_package_info,
-)
+from condapipe.publish.channel import IndexResult, channel_dir_from_target, find_packages, publish_packages
 from condapipe.publish.tokens import Token, redact
 from condapipe.publish.upload_order import upload_order
 from condapipe.publish.upload_result import FileOutcome, Status
@@ -88,8 +84,6 @@ class Mode:
 
 def collect_packages(paths: Sequence[Path], output_dir: Path) -> list[PackageInfo]:
     """Read every given package (or all packages under output_dir when none are given), ordered."""
-    from condapipe.publish.channel import find_packages
-
     files = list(paths) if paths else find_packages(output_dir)
     if not files:
         raise UsageError(f"no packages given and none found under {output_dir}")
@@ -104,7 +98,9 @@ def collect_packages(paths: Sequence[Path], output_dir: Path) -> list[PackageInf
 
 
 def verify_blockers(packages: Sequence[PackageInfo]) -> dict[Path, str]:
-    """Run condapipe.verify.verifier on every package; a package with defects maps to their summary."""
+    """Run condapipe.verify.verifier on every package; a package with defects maps to their summary.
+
+    The verifier checks the CUDA archs each package records in info/about.json (its promise)."""
     try:
         from condapipe.verify.verifier import verify_package
     except ImportError as exc:
@@ -128,7 +124,8 @@ def verify_blockers(packages: Sequence[PackageInfo]) -> dict[Path, str]:
 def not_attempted(info: PackageInfo, target: str, status: Status, detail: str) -> FileOutcome:
     """The outcome of a file that was never sent (blocked by verify, unreadable)."""
     try:
-        sha, size = file_digests(info.path)[0], info.path.stat().st_size
+        digest = hash_file(info.path)
+        sha, size = digest.sha256, digest.size
     except OSError:
         sha, size = "", 0
     return FileOutcome(info.path, info.basename, target, status, sha, size, detail)
@@ -147,11 +144,11 @@ def configured_upload_settings(config: Path | None = None) -> dict:
 
 def anaconda_client_site_url() -> str | None:
     """The `url` anaconda-client is configured with (`anaconda config --set url ...`), if any."""
-    try:
-        from binstar_client.utils.config import get_config
+    from binstar_client.utils.config import get_config
 
+    try:
         url = get_config().get("url")
-    except Exception:
+    except (OSError, ValueError, AttributeError, TypeError):  # unreadable, or YAML that is not a mapping
         return None
     return url if isinstance(url, str) and url else None
 
@@ -206,8 +203,8 @@ def upload_one(
     """Publish one file to owner on site; never raises for per-file problems."""
     progress = progress or NoProgress()
     path = meta.info.path
-    size = path.stat().st_size
-    sha256, md5 = file_digests(path)
+    digest = hash_file(path, md5=True)
+    size, sha256, md5 = digest.size, digest.sha256, digest.md5 or ""
     target = f"{site.site_url}/{owner}/{meta.basename}" + (f" [{', '.join(labels)}]" if labels else "")
     st = _FileState()
 
@@ -356,8 +353,8 @@ def upload_to_anaconda(
             outcomes.append(
                 not_attempted(info, owner, Status.FAILED, f"cannot read {info.path}: {exc.strerror}")
             )
-        except Exception as exc:
-            detail = f"cannot read package metadata: {type(exc).__name__}"
+        except PackageMetadataError as exc:
+            detail = f"cannot read package metadata: {exc}"
             outcomes.append(not_attempted(info, owner, Status.FAILED, detail))
     return outcomes
 
@@ -383,8 +380,8 @@ def upload_to_directory(
     if not dry_run:
         channel_dir.mkdir(parents=True, exist_ok=True)
     ok = [p for p in packages if p.path not in blocked]
-    done, index = publish_local(
-        ok, channel_dir, skip_existing=mode.skip_existing, force=mode.force, dry_run=dry_run
+    done, index = publish_packages(
+        channel_dir, ok, skip_existing=mode.skip_existing, force=mode.force, dry_run=dry_run
     )
     by_path = {o.path: o for o in done}
     outcomes: list[FileOutcome] = []

@@ -16,7 +16,7 @@ from importlib import resources
 
 from ruamel.yaml import YAML
 
-from condapipe.publish.channel import PackageInfo
+from condapipe.fix.package_io import PackageInfo
 
 
 @dataclass(frozen=True)

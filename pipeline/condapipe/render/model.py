@@ -19,9 +19,6 @@ from pathlib import Path
 
 VARIANT_REF = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
-# Target platforms a When may name; the writers map them to selector words.
-PLATFORMS: tuple[str, ...] = ("linux-64", "linux-aarch64")
-
 
 @dataclass(frozen=True)
 class When:
@@ -35,10 +32,6 @@ class When:
     platforms: tuple[str, ...] = ()
     python: str = ""  # PEP 440 specifier on the Python variant, e.g. ">=3.9"
     cuda: tuple[str, ...] = ()
-
-    @property
-    def always(self) -> bool:
-        return not (self.platforms or self.python or self.cuda)
 
 
 ALWAYS = When()
@@ -145,9 +138,6 @@ class Variants:
     keys: tuple[tuple[str, tuple[str, ...]], ...] = ()
     zip_keys: tuple[tuple[str, ...], ...] = ()
 
-    def as_dict(self) -> dict[str, tuple[str, ...]]:
-        return dict(self.keys)
-
     def names(self) -> tuple[str, ...]:
         return tuple(k for k, _ in self.keys)
 
@@ -180,6 +170,10 @@ class RecipeModel:
     detect_binary_prefix: bool = True
     missing_dso_allowlist: tuple[str, ...] = ()
     down_prioritize: DownPrioritize | None = None
+    # The recipe's `extra` section, section -> (key, value) pairs (values may hold ``{{ key }}``
+    # refs). Both engines copy it into info/about.json: that is how a package records what it
+    # promises (condapipe.spec.variant.promise_record), for verify to check without being told.
+    extra: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
 
 
 def variant_refs(text: str) -> tuple[str, ...]:

@@ -27,10 +27,10 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from condapipe.errors import UsageError
+from condapipe.spec.build_spec import PLATFORMS
 
 KINDS: tuple[str, ...] = ("patch", "config")
 ANY_BOARD: object = object()  # applicable(board=...) left out: the build's Jetson board is unknown
-PLATFORMS: tuple[str, ...] = ("linux-64", "linux-aarch64")
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 _ENV_RE = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 _ENTRY_KEYS = frozenset(
@@ -255,16 +255,21 @@ def _parse_entry(raw: object, index: int, root: Path) -> PatchEntry:
     )
 
 
+def diff_target(line: str) -> str | None:
+    """The file a unified diff's `+++ b/path` header line names (strip level 1); None for other lines."""
+    if not line.startswith("+++ "):
+        return None
+    name = line[4:].split("\t")[0].strip()
+    return name[2:] if name.startswith("b/") else name
+
+
 def patch_targets(patch_file: Path) -> tuple[str, ...]:
     """The files a unified diff edits, relative to the source root (strip level 1), in order."""
     targets: list[str] = []
     for line in patch_file.read_text(encoding="utf-8", errors="replace").splitlines():
-        if line.startswith("+++ "):
-            name = line[4:].split("\t")[0].strip()
-            if name.startswith("b/"):
-                name = name[2:]
-            if name != "/dev/null" and name not in targets:
-                targets.append(name)
+        name = diff_target(line)
+        if name is not None and name != "/dev/null" and name not in targets:
+            targets.append(name)
     return tuple(targets)
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from condapipe.errors import EnvironmentProblem, UsageError
-from condapipe.render.patch_catalog import PatchEntry
+from condapipe.render.patch_catalog import PatchEntry, diff_target
 
 APPLIES = "applies"
 ALREADY_APPLIED = "already-applied"
@@ -74,9 +74,9 @@ def parse_hunks(patch_text: str) -> list[Hunk]:
     i = 0
     while i < len(lines):
         line = lines[i]
-        if line.startswith("+++ "):
-            name = line[4:].split("\t")[0].strip()
-            current_file = name[2:] if name.startswith("b/") else name
+        name = diff_target(line)
+        if name is not None:
+            current_file = name
             number = 0
             i += 1
             continue

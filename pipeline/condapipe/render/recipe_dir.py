@@ -103,6 +103,7 @@ def _check_refs(model: RecipeModel) -> None:
     texts += [model.source.url or "", model.source.sha256 or ""]
     texts += [d.spec for d in _all_deps(model)] + list(model.tests.commands)
     texts += [value for _, value in model.script.env]
+    texts += [value for _, pairs in model.extra for _, value in pairs]
     missing = sorted({ref for text in texts for ref in variant_refs(text)} - known)
     if missing:
         raise UsageError(f"recipe model uses undefined variant keys: {', '.join(missing)}")

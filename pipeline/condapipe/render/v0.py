@@ -120,6 +120,11 @@ def meta_yaml(model: RecipeModel) -> str:
     if present:
         lines.append("about:")
         lines += [f"  {k}: {scalar(v)}" for k, v in present]
+    if model.extra:
+        lines += ["", "extra:"]
+        for section, pairs in model.extra:
+            lines.append(f"  {section}:")
+            lines += [f"    {k}: {scalar_str(v)}" for k, v in pairs]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

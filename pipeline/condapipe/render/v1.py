@@ -120,6 +120,10 @@ def recipe_yaml(model: RecipeModel) -> str:
     }
     if about:
         recipe["about"] = about
+    if model.extra:
+        recipe["extra"] = {
+            section: {key: jinja_v1(value) for key, value in pairs} for section, pairs in model.extra
+        }
     return HEADER + dump_yaml(recipe)
 
 

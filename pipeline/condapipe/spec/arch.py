@@ -2,7 +2,11 @@
 
 PyTorch wants ``TORCH_CUDA_ARCH_LIST`` ("8.0;8.6+PTX"), magma wants nvcc ``-gencode`` flags and the
 verifier compares the SASS/PTX found in fatbins; all three are views of one ``ArchList``, so they
-cannot drift apart. Which archs a CUDA version can compile is data (``condapipe.spec.tables``).
+cannot drift apart. Which archs a CUDA version can compile, and which it builds by default, is
+data (``condapipe.spec.tables`` reads cuda.yaml; data/arch_families.yaml names the capabilities).
+
+Imports go one way: this module uses ``tables`` (CUDA rows) and ``native`` (nvidia-smi's raw
+answer); neither imports it back.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ from importlib import resources
 
 from ruamel.yaml import YAML
 
-from condapipe.errors import UsageError
+from condapipe.errors import EnvironmentProblem, UsageError
+from condapipe.spec import tables
+from condapipe.spec.native import query_compute_caps
 
 SUFFIXES = ("", "a", "f")
 
@@ -181,6 +187,52 @@ def check_known(arch: Arch) -> None:
             )
 
 
+def cuda_accepts(cuda: str, arch: Arch) -> bool:
+    """Whether the nvcc of CUDA ``cuda`` can compile ``arch`` (PTX included)."""
+    info = tables.cuda_info(cuda)
+    cap = (arch.major, arch.minor)
+    if cap not in known_capabilities() or arch.capability.rstrip("af") in info.except_archs:
+        return False
+    if not (_capability(info.min_arch) <= cap <= _capability(info.max_arch)):
+        return False
+    if arch.suffix:
+        return arch.capability[:-1] in dict(info.suffixed).get(arch.suffix, ())
+    return True
+
+
+def accepted_archs(cuda: str) -> tuple[Arch, ...]:
+    """Every arch the nvcc of ``cuda`` compiles, suffixed variants included, oldest first."""
+    info = tables.cuda_info(cuda)
+    plain = [Arch(a, b) for a, b in sorted(known_capabilities()) if cuda_accepts(cuda, Arch(a, b))]
+    extra = [Arch(*_capability(c), suffix) for suffix, caps in info.suffixed for c in caps]
+    return tuple(sorted(plain + extra))
+
+
+def torch_default_archs(cuda: str) -> ArchList:
+    """The TORCH_CUDA_ARCH_LIST pytorch's own builds used for ``cuda`` (cuda.yaml torch_arch_list)."""
+    info = tables.cuda_info(cuda)
+    return parse_arch_list(info.torch_arch_list, cuda=info.version)
+
+
+def magma_default_archs(cuda: str) -> ArchList:
+    """magma's SASS-only -gencode list for ``cuda`` (cuda.yaml magma_archs) as an ArchList."""
+    return ArchList(tuple(Arch(n // 10, n % 10) for n in tables.cuda_info(cuda).magma_archs))
+
+
+def _native_archs() -> list[Arch]:
+    """The local GPUs' archs (duplicates removed by ArchList later)."""
+    archs = []
+    for cap in query_compute_caps():
+        try:
+            archs.append(parse_token(cap))
+        except UsageError:
+            raise EnvironmentProblem(
+                f"--arch native: nvidia-smi reported an unreadable compute capability {cap!r}",
+                "update the NVIDIA driver (compute_cap needs driver >= 510), or name the archs",
+            ) from None
+    return archs
+
+
 def _expand(text: str) -> tuple[list[Arch], list[list[Arch]]]:
     """Split the text into plain archs and family groups (families are filtered by CUDA later)."""
     plain: list[Arch] = []
@@ -199,9 +251,7 @@ def _expand(text: str) -> tuple[list[Arch], list[list[Arch]]]:
                 archs[-1] = Arch(archs[-1].major, archs[-1].minor, archs[-1].suffix, True)
             groups.append(archs)
         elif base == "native":
-            from condapipe.spec.native import native_archs
-
-            plain.extend(native_archs())
+            plain.extend(_native_archs())
         else:
             plain.append(parse_token(token))
     return plain, groups
@@ -218,29 +268,42 @@ def parse_arch_list(text: str, *, cuda: str | None = None) -> ArchList:
         check_known(a)
     if cuda is None:
         return _checked(ArchList(tuple(plain) + tuple(a for g in groups for a in g)))
-    from condapipe.spec.tables import cuda_info
-
-    info = cuda_info(cuda)
-    bad = [a for a in plain if not info.accepts(a)]
+    info = tables.cuda_info(cuda)
+    bad = [a for a in plain if not cuda_accepts(info.version, a)]
     if bad:
         names = ", ".join(a.capability for a in bad)
         raise UsageError(
             f"CUDA {info.version} cannot compile arch {names}; it accepts: "
-            f"{' '.join(a.capability for a in info.accepted_archs())}"
+            f"{' '.join(a.capability for a in accepted_archs(info.version))}"
         )
     chosen = list(plain)
     for group in groups:
-        ok = [a for a in group if info.accepts(a)]
+        ok = [a for a in group if cuda_accepts(info.version, a)]
         if not ok:
             names = "/".join(a.capability for a in group)
             raise UsageError(
                 f"CUDA {info.version} cannot compile any arch of that family ({names}); it accepts: "
-                f"{' '.join(a.capability for a in info.accepted_archs())}"
+                f"{' '.join(a.capability for a in accepted_archs(info.version))}"
             )
         if group[-1].ptx and not ok[-1].ptx:
             ok[-1] = Arch(ok[-1].major, ok[-1].minor, ok[-1].suffix, True)
         chosen.extend(ok)
     return _checked(ArchList(tuple(chosen)))
+
+
+def parse_explicit_arch_list(text: str) -> ArchList:
+    """Parse a list of explicit archs only, as ArchList.torch_arch_list() writes it.
+
+    For lists read from packages: no family names and no ``native`` (a package must never make
+    the verifier ask this machine's GPUs what it promised).
+    """
+    tokens = [t for t in _SEPARATORS.split(text.strip()) if t]
+    if not tokens:
+        raise UsageError("empty arch list")
+    archs = [parse_token(t) for t in tokens]
+    for a in archs:
+        check_known(a)
+    return _checked(ArchList(tuple(archs)))
 
 
 def _checked(archs: ArchList) -> ArchList:

@@ -5,7 +5,9 @@ else from the user, so all validation of user input happens while building one.
 
 `build_spec(package, settings)` turns already-merged settings (config file overridden by CLI
 flags, see condapipe.spec.options) into a BuildSpec, using the data tables for defaults.
-What each package family requires is data too (data/spec_families.yaml).
+What each package family requires is data too (data/spec_families.yaml, read by
+condapipe.spec.families, the one family registry); every CUDA fact of a variant is decided in
+condapipe.spec.variant, so nothing downstream reads the CUDA table.
 
 magma and several CUDAs: one recipe has one version, so when the CUDAs map to different
 upstream magma versions in cuda.yaml (e.g. 11.0 -> 2.5.2, 11.8 -> 2.6.1) without an explicit
@@ -17,17 +19,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
-from ruamel.yaml import YAML
 
 from condapipe.errors import UsageError
 from condapipe.spec import tables
-from condapipe.spec.arch import ArchList, parse_arch_list
+from condapipe.spec.families import FamilyRules, family_rules, known_packages
+from condapipe.spec.variant import CudaVariant, link_overflow_warning, resolve_variant
 
 CPU = "cpu"
 PLATFORMS = ("linux-64", "linux-aarch64")
@@ -60,30 +60,6 @@ class Source:
             "rev": self.rev,
             "path": str(self.path) if self.path else None,
             "sha256": self.sha256,
-        }
-
-
-@dataclass(frozen=True)
-class CudaVariant:
-    """One CUDA axis value of the variant matrix, with its resolved arch list and cuDNN."""
-
-    cuda: str  # "11.0", "12.8", ... or "cpu"
-    archs: ArchList | None  # None for cpu
-    cudnn: str | None  # e.g. "8.0.5"; None for cpu and for families without cuDNN
-    build_split_cuda: bool = False  # set BUILD_SPLIT_CUDA=ON (pytorch series has it, CUDA needs it)
-    static_cudnn: bool = False  # USE_STATIC_CUDNN=1 (series wants it and a static cuDNN exists)
-
-    @property
-    def is_cpu(self) -> bool:
-        return self.cuda == CPU
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "cuda": self.cuda,
-            "archs": self.archs.to_dict() if self.archs is not None else None,
-            "cudnn": self.cudnn,
-            "build_split_cuda": self.build_split_cuda,
-            "static_cudnn": self.static_cudnn,
         }
 
 
@@ -126,72 +102,6 @@ class BuildSpec:
             "warnings": list(self.warnings),
             "jetson": self.jetson,
         }
-
-
-# ------------------------------------------------------------------------- family rules
-
-
-@dataclass(frozen=True)
-class FamilyRules:
-    """One entry of data/spec_families.yaml."""
-
-    version: str
-    python: str
-    cuda: str
-    cpu_allowed: bool
-    cudnn: bool
-    arch_default: str
-    ptx: bool
-    link_overflow_check: bool
-    blas: bool
-    source: tuple[tuple[str, str], ...]
-
-
-@cache
-def _family_table() -> dict[str, Any]:
-    text = resources.files("condapipe.data").joinpath("spec_families.yaml").read_text()
-    return YAML(typ="safe").load(text)
-
-
-def _rules(raw: dict[str, Any]) -> FamilyRules:
-    return FamilyRules(
-        version=str(raw["version"]),
-        python=raw["python"],
-        cuda=raw["cuda"],
-        cpu_allowed=bool(raw["cpu_allowed"]),
-        cudnn=bool(raw["cudnn"]),
-        arch_default=raw["arch_default"],
-        ptx=bool(raw["ptx"]),
-        link_overflow_check=bool(raw["link_overflow_check"]),
-        blas=bool(raw["blas"]),
-        source=tuple(sorted((k, str(v)) for k, v in raw["source"].items())),
-    )
-
-
-def known_packages() -> tuple[str, ...]:
-    """Families with rules, a folder under recipes/, or a condapipe.render.families module."""
-    names = set(_family_table()["families"])
-    recipes = resources.files("condapipe.recipes")
-    names.update(
-        p.name
-        for p in recipes.iterdir()
-        if p.is_dir() and not p.name.startswith(("_", ".")) and p.name != "common"
-    )
-    try:
-        from condapipe.render.families import known_families
-
-        names.update(known_families())
-    except ImportError:  # render area not installed: recipes/ and the rules table still count
-        pass
-    return tuple(sorted(names))
-
-
-def family_rules(package: str) -> FamilyRules:
-    """Validation rules of ``package``; UsageError listing the known packages if unknown."""
-    if package not in known_packages():
-        raise UsageError(f"unknown package {package!r}; choose one of {', '.join(known_packages())}")
-    table = _family_table()
-    return _rules({**table["default"], **table["families"].get(package, {})})
 
 
 # ------------------------------------------------------------------------- helpers
@@ -343,9 +253,21 @@ def build_spec(
         if "arch" in from_cli:
             raise UsageError("cpu builds have no arch list: drop --arch or give --cuda X.Y")
         arch_text = None  # a shared config file's arch list does not apply to a cpu build
-    variants = tuple(_variant(c, rules, torch, arch_text, cudnn, warnings, package) for c in cudas)
+    variants: list[CudaVariant] = []
+    for cuda in cudas:
+        variant, notes = resolve_variant(
+            cuda,
+            package=package,
+            rules=rules,
+            series=torch,
+            arch_text=arch_text,
+            cudnn=cudnn,
+            system_cudnn=jetson is not None,  # JetPack's dynamic cuDNN, never a static one
+        )
+        variants.append(variant)
+        warnings.extend(notes)
 
-    magma = tables.cuda_info(cudas[0]).magma if rules.version == "magma" else None
+    magma = variants[0].magma if rules.version == "magma" else None
     source = _source(settings, rules, version, magma)
     if (
         rules.version == "magma"
@@ -362,7 +284,7 @@ def build_spec(
         version=version,
         build_number=_build_number(settings.get("build_number")),
         pythons=tuple(pythons),
-        cuda_variants=variants,
+        cuda_variants=tuple(variants),
         platform=platform,
         blas=blas,
         source=source,
@@ -446,61 +368,6 @@ def _pythons(
     return sorted(pythons, key=Version)
 
 
-def _variant(
-    cuda: str,
-    rules: FamilyRules,
-    torch: tables.PytorchInfo | None,
-    arch_text: str | None,
-    cudnn: str | None,
-    warnings: list[str],
-    package: str,
-) -> CudaVariant:
-    if cuda == CPU:
-        return CudaVariant(cuda=CPU, archs=None, cudnn=None)
-    info = tables.cuda_info(cuda)
-    if arch_text is not None:
-        archs = parse_arch_list(str(arch_text), cuda=cuda)
-    elif rules.arch_default == "magma":
-        archs = info.magma_arch_list()
-    elif rules.arch_default == "torch":
-        archs = info.default_archs()
-    else:
-        raise UsageError(f"{package} needs --arch for CUDA builds")
-    if not rules.ptx and archs.ptx():
-        warnings.append(f"{package} ships SASS only: dropped PTX for {' '.join(sorted(archs.ptx()))}")
-        archs = archs.sass_only()
-    split_available = torch is not None and torch.build_split_cuda
-    too_long = archs.images > tables.link_overflow_max_images()
-    if rules.link_overflow_check:
-        overflow = link_overflow_warning(archs, cuda, split_available=split_available)
-        if overflow:
-            warnings.append(overflow)
-    split = split_available and (info.build_split_cuda or too_long)
-    static_cudnn = bool(torch is not None and torch.static_cudnn and info.cudnn_static_available)
-    return CudaVariant(
-        cuda=cuda,
-        archs=archs,
-        cudnn=(cudnn or info.cudnn) if rules.cudnn else None,
-        build_split_cuda=split,
-        static_cudnn=static_cudnn and rules.cudnn,
-    )
-
-
-def link_overflow_warning(archs: ArchList, cuda: str, *, split_available: bool) -> str | None:
-    """The warning for an arch list long enough to risk the 2 GB link overflow, or None.
-
-    With BUILD_SPLIT_CUDA available the spec turns the split on instead, so there is no risk.
-    """
-    limit = tables.link_overflow_max_images()
-    if archs.images <= limit or split_available:
-        return None
-    return (
-        f"CUDA {cuda}: {archs.images} code images (archs + PTX) exceed {limit}; libtorch_cuda.so "
-        "may pass 2 GB and fail to link ('relocation truncated to fit'), and BUILD_SPLIT_CUDA is "
-        "not available in this version: shorten --arch"
-    )
-
-
 def _check_cudas_shipped(
     version: str, torch: tables.PytorchInfo, cudas: list[str], warnings: list[str]
 ) -> None:
@@ -510,3 +377,16 @@ def _check_cudas_shipped(
             f"pytorch {version} was not released upstream for CUDA {' '.join(unshipped)} "
             f"(upstream: {' '.join(torch.cudas)}); building it anyway"
         )
+
+
+__all__ = [
+    "BuildSpec",
+    "CudaVariant",
+    "FamilyRules",
+    "Source",
+    "build_spec",
+    "family_rules",
+    "known_packages",
+    "link_overflow_warning",
+    "normalize_python",
+]

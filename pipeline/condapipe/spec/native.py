@@ -3,6 +3,7 @@
 Building only for the local GPUs is the fastest useful build (one arch instead of eight); the
 list must still come from the driver, not a guess, so a machine without a working GPU gets a
 clear error instead of a package that has no kernel for the card it will run on.
+This module only asks the driver; condapipe.spec.arch turns the answer into archs.
 """
 
 from __future__ import annotations
@@ -10,12 +11,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from typing import TYPE_CHECKING
 
-from condapipe.errors import EnvironmentProblem, UsageError
-
-if TYPE_CHECKING:
-    from condapipe.spec.arch import Arch
+from condapipe.errors import EnvironmentProblem
 
 NVIDIA_SMI = "nvidia-smi"
 QUERY = ("--query-gpu=compute_cap", "--format=csv,noheader")
@@ -39,19 +36,3 @@ def query_compute_caps(timeout: float = 30.0) -> list[str]:
     if not caps:
         raise EnvironmentProblem("--arch native: nvidia-smi lists no GPU", FIX)
     return caps
-
-
-def native_archs() -> list[Arch]:
-    """The GPUs' archs as Arch values (duplicates removed by ArchList later)."""
-    from condapipe.spec.arch import parse_token  # arch.py imports this module lazily
-
-    archs = []
-    for cap in query_compute_caps():
-        try:
-            archs.append(parse_token(cap))
-        except UsageError:
-            raise EnvironmentProblem(
-                f"--arch native: nvidia-smi reported an unreadable compute capability {cap!r}",
-                "update the NVIDIA driver (compute_cap needs driver >= 510), or name the archs",
-            ) from None
-    return archs

@@ -2,7 +2,10 @@
 
 Version-dependent knowledge lives in YAML so that supporting a new CUDA or PyTorch release is a
 data edit; this module only loads, types and looks entries up, and turns unknown versions into
-one-line UsageErrors that list the valid choices.
+one-line UsageErrors that list the valid choices. It is the bottom of the spec stage: it imports
+nothing of condapipe but errors, so arch parsing (condapipe.spec.arch) can build on it. Only the
+spec stage reads the CUDA table; everything downstream gets its facts from the resolved
+CudaVariant (condapipe.spec.variant).
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ from packaging.version import Version
 from ruamel.yaml import YAML
 
 from condapipe.errors import UsageError
-from condapipe.spec.arch import Arch, ArchList, check_known, known_capabilities, parse_arch_list
 
 CPU = "cpu"
 
@@ -28,11 +30,6 @@ def _load(name: str) -> dict[str, Any]:
     """The parsed YAML file (cached: treat as read-only)."""
     text = resources.files("condapipe.data").joinpath(name).read_text()
     return YAML(typ="safe").load(text)
-
-
-def _cap(text: str) -> tuple[int, int]:
-    major, minor = str(text).split(".")
-    return int(major), int(minor)
 
 
 @dataclass(frozen=True)
@@ -75,35 +72,6 @@ class CudaInfo:
     max_arch: str
     except_archs: tuple[str, ...]
     suffixed: tuple[tuple[str, tuple[str, ...]], ...]  # (("a", ("9.0", ...)), ("f", (...)))
-
-    @property
-    def nodot(self) -> str:
-        """The "118" spelling of 11.8 (package names and build strings)."""
-        return self.version.replace(".", "")
-
-    def accepts(self, arch: Arch) -> bool:
-        """Whether this CUDA's nvcc can compile ``arch`` (PTX included)."""
-        cap = (arch.major, arch.minor)
-        if cap not in known_capabilities() or arch.capability.rstrip("af") in self.except_archs:
-            return False
-        if not (_cap(self.min_arch) <= cap <= _cap(self.max_arch)):
-            return False
-        if arch.suffix:
-            return arch.capability[:-1] in dict(self.suffixed).get(arch.suffix, ())
-        return True
-
-    def accepted_archs(self) -> tuple[Arch, ...]:
-        """Every arch this CUDA compiles, suffixed variants included, oldest first."""
-        plain = [Arch(a, b) for a, b in sorted(known_capabilities()) if self.accepts(Arch(a, b))]
-        extra = [Arch(*_cap(c), suffix) for suffix, caps in self.suffixed for c in caps]
-        return tuple(sorted(plain + extra))
-
-    def default_archs(self) -> ArchList:
-        return parse_arch_list(self.torch_arch_list, cuda=self.version)
-
-    def magma_arch_list(self) -> ArchList:
-        """magma's SASS-only -gencode list as an ArchList."""
-        return ArchList(tuple(Arch(n // 10, n % 10) for n in self.magma_archs))
 
 
 @cache
@@ -303,7 +271,6 @@ __all__ = [
     "PytorchInfo",
     "RunConstraint",
     "RunDep",
-    "check_known",
     "cuda_info",
     "cuda_versions",
     "link_overflow_max_images",

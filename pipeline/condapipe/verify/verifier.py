@@ -9,7 +9,9 @@ Checks, each producing readable errors (defects) or warnings:
 - every `DT_NEEDED` resolves inside the package (through the file's rpath), to a run
   dependency (data/linkage.yaml), or to the platform allowlist;
 - the `.nv_fatbin` SASS/PTX archs of each ELF cover the requested arch list (missing:
-  error, extra: warning).
+  error, extra: warning). Without an explicit list the package's own promise is checked: the
+  arch list it records in info/about.json (`extra.condapipe`, written by render), else, given
+  a CUDA version, the default list of the package's family (condapipe.spec.variant decides).
 """
 
 from __future__ import annotations
@@ -29,13 +31,14 @@ from pathlib import Path
 
 from ruamel.yaml import YAML
 
-from condapipe.errors import UsageError
 from condapipe.fix.elf.fatbin import KIND_ELF, FatbinError, decompress, read_fatbin
 from condapipe.fix.elf.reader import ElfFile, NotElf
 from condapipe.fix.elf.rpath import ORIGIN_PREFIXES, split_rpath
 from condapipe.fix.fixer import EM_CUDA, elf_files
-from condapipe.fix.package_io import file_digest, load_paths_json, package_format, unpack
+from condapipe.fix.package_io import load_index, load_paths_json, package_file, unpack
+from condapipe.hashing import hash_file
 from condapipe.spec.arch import ArchList
+from condapipe.spec.variant import package_promise
 
 _TEXT_PROBE = 8192
 _TEXT_MAX = 64 << 20
@@ -51,6 +54,8 @@ class VerifyReport:
     files_checked: int = 0
     elf_files: int = 0
     fatbins: dict[str, dict[str, object]] = field(default_factory=dict)
+    archs: str | None = None  # the arch list checked (pytorch spelling), None: no arch check
+    archs_source: str | None = None  # where that list came from
 
     @property
     def ok(self) -> bool:
@@ -65,6 +70,8 @@ class VerifyReport:
             "files_checked": self.files_checked,
             "elf_files": self.elf_files,
             "fatbins": self.fatbins,
+            "archs": self.archs,
+            "archs_source": self.archs_source,
         }
 
 
@@ -102,11 +109,17 @@ def verify_package(
     platform: str | None = None,
     deep: bool = False,
     jobs: int = 0,
+    cuda: str | None = None,
 ) -> VerifyReport:
-    """Verify a `.conda` / `.tar.bz2` (or an unpacked package folder)."""
+    """Verify a `.conda` / `.tar.bz2` (or an unpacked package folder).
+
+    ``archs``: the CUDA archs the package must hold; None checks what the package promises
+    (its recorded list, else the default list of its family for ``cuda``).
+    """
     path = Path(path)
     checks = {
         "archs": archs,
+        "cuda": cuda,
         "build_prefixes": build_prefixes,
         "dep_libs": dep_libs,
         "platform": platform,
@@ -116,9 +129,7 @@ def verify_package(
     }
     if path.is_dir():
         return verify_tree(path, **checks)
-    package_format(path)
-    if not path.is_file():
-        raise UsageError(f"{path}: no such package")
+    package_file(path)
     scratch = Path(tempfile.mkdtemp(prefix=".condapipe-verify-"))
     try:
         return verify_tree(unpack(path, scratch / "pkg"), **checks)
@@ -136,15 +147,11 @@ def verify_tree(
     deep: bool = False,
     jobs: int = 0,
     name: str | None = None,
+    cuda: str | None = None,
 ) -> VerifyReport:
     """Verify an unpacked package folder (it must hold info/index.json and info/paths.json)."""
-    import json
-
     report = VerifyReport(package=name or str(root))
-    index_file = root / "info" / "index.json"
-    if not index_file.is_file():
-        raise UsageError(f"{root}: not a conda package (no info/index.json)")
-    index = json.loads(index_file.read_text())
+    index = load_index(root)
     platform = platform or index.get("subdir") or "linux-64"
     workers = jobs if jobs > 0 else (os.cpu_count() or 1)
     paths = load_paths_json(root)["paths"]
@@ -158,8 +165,35 @@ def verify_tree(
     for rel in elves:
         _check_elf(root, rel, allowed, report)
     _check_text_and_links(root, paths, placeholders, build_prefixes, report)
+    archs = _archs_to_check(root, str(index.get("name", "")), archs, cuda, report)
     _check_archs(root, elves, archs, deep, report)
     return report
+
+
+def _archs_to_check(
+    root: Path, name: str, archs: ArchList | None, cuda: str | None, report: VerifyReport
+) -> ArchList | None:
+    """The given list, else the package's promise (recorded in info/about.json, or --cuda's default)."""
+    import json
+
+    if archs is not None:
+        report.archs, report.archs_source = archs.torch_arch_list(), "given"
+        return archs
+    about_file = root / "info" / "about.json"
+    about: dict = {}
+    if about_file.is_file() and not about_file.is_symlink():
+        try:
+            loaded = json.loads(about_file.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            report.warnings.append("info/about.json is not valid JSON: no recorded arch list read")
+        else:
+            about = loaded if isinstance(loaded, dict) else {}
+    promise = package_promise(name, about, cuda)
+    if promise.problem:
+        report.errors.append(promise.problem)
+    if promise.archs is not None:
+        report.archs, report.archs_source = promise.archs.torch_arch_list(), promise.source
+    return promise.archs
 
 
 # -- individual checks --------------------------------------------------------------------
@@ -183,9 +217,10 @@ def _check_hashes(root: Path, paths: list[dict], report: VerifyReport, workers: 
         else:
             to_hash.append(entry)
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        digests = list(pool.map(lambda e: file_digest(root / e["_path"]), to_hash))
-    for entry, (sha, size) in zip(to_hash, digests, strict=True):
+        digests = list(pool.map(lambda e: hash_file(root / e["_path"]), to_hash))
+    for entry, digest in zip(to_hash, digests, strict=True):
         rel = entry["_path"]
+        sha, size = digest.sha256, digest.size
         if "size_in_bytes" in entry and entry["size_in_bytes"] != size:
             report.errors.append(f"{rel}: size {size} differs from paths.json ({entry['size_in_bytes']})")
         elif entry.get("sha256") and entry["sha256"] != sha:

@@ -8,24 +8,34 @@ for any recipe. Packages land in --output-dir, which is kept a valid local chann
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.table import Table
 
-from condapipe.build import ENGINE_NAMES, BuildOptions, engine_for_recipe, recipe_formats
+from condapipe.build import (
+    ENGINE_NAMES,
+    BuildOptions,
+    Engine,
+    EngineResult,
+    engine_for_recipe,
+    recipe_formats,
+)
 from condapipe.build.base import PACKAGE_FORMATS
 from condapipe.cli.output import (
     console,
     dry_run_option,
+    echo_lines,
     err_console,
     json_option,
     output_dir_option,
     print_json,
     work_dir_option,
 )
-from condapipe.errors import UsageError
+from condapipe.errors import BuildFailed, UsageError
 from condapipe.spec.options import cli_settings, spec_from_cli, spec_options
 
 # Spec flags that mean something for a recipe directory; the rest describe a family build.
@@ -87,7 +97,7 @@ def command(
     recipe_dir = _recipe_dir_target(target)
     if recipe_dir is None:  # a package family: doctor, then the resumable plan (condapipe.cli.family_build)
         from condapipe.cli.family_build import FamilyBuild, build_family
-        from condapipe.plan.build_plan import PlanOptions
+        from condapipe.plan import PlanOptions
 
         plan_options = PlanOptions(
             output_dir=output_dir.absolute(),
@@ -98,6 +108,7 @@ def command(
             package_format=package_format,
             compression_level=compression_level,
             run_tests=not no_test,
+            echo=echo_lines(),
         )
         spec = spec_from_cli(target, spec_params)
         build_family(FamilyBuild(spec, plan_options, force=force, dry_run=dry_run, as_json=as_json))
@@ -111,9 +122,10 @@ def command(
     env = tuple(sorted(cli_settings(spec_params).get("env", {}).items()))
     chosen, why = engine_for_recipe(recipe_dir, engine)
     options = BuildOptions(
-        output_dir=output_dir,
+        # The engine's own output folder; the packages are then published into --output-dir.
+        output_dir=work_dir / "staging" / recipe_dir.resolve().name,
         work_dir=work_dir,
-        channels=channels,
+        channels=tuple(dict.fromkeys((str(output_dir.resolve()), *channels))),
         override_channels=override_channels,
         pythons=pythons,
         package_format=package_format,
@@ -121,10 +133,11 @@ def command(
         run_tests=not no_test,
         target_platform=platform,
         env=env,
+        echo=echo_lines(),
     )
     head = {"target": target, "mode": "recipe-dir", "engine": chosen.name, "engine_reason": why}
     if dry_run:
-        actions = chosen.describe(recipe_dir, options)
+        actions = [*chosen.describe(recipe_dir, options), f"publish into: {output_dir}"]
         if as_json:
             print_json({**head, "dry_run": True, "actions": actions})
         else:
@@ -133,7 +146,7 @@ def command(
                 console.print(f"  {action}", soft_wrap=True)
         return
     err_console.print(f"building {target} with {chosen.name} ({why})")
-    result = chosen.build(recipe_dir, options)
+    result = build_and_publish(chosen, recipe_dir, options, output_dir)
     if as_json:
         print_json({**head, "recipe_dir": str(recipe_dir), **result.to_dict()})
         return
@@ -144,3 +157,29 @@ def command(
         table.add_row(str(pkg), f"{pkg.stat().st_size / 1024:.1f} KiB")
     console.print(table)
     console.print(f"log: {result.log_path}")
+
+
+def build_and_publish(engine: Engine, recipe_dir: Path, options: BuildOptions, channel: Path) -> EngineResult:
+    """Build into a fresh staging folder, publish into `channel`; the result names the published files.
+
+    Both local channels the engine searches are indexed first (publish stage): rattler-build's
+    test step fails on an unindexed one. A rebuild under the same file name replaces the package.
+    """
+    from condapipe.publish.channel import ensure_channel, publish_packages
+    from condapipe.publish.upload_result import Status
+
+    staging = options.output_dir
+    shutil.rmtree(staging, ignore_errors=True)  # stale packages there must not satisfy dependencies
+    ensure_channel(staging)
+    ensure_channel(channel)
+    try:
+        result = engine.build(recipe_dir, options)
+        outcomes, _ = publish_packages(channel, result.packages, force=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    failed = [f"{o.basename}: {o.detail}" for o in outcomes if o.status is Status.FAILED]
+    if failed:
+        raise BuildFailed(
+            f"publishing into {channel} failed: {'; '.join(failed)}", log_path=str(result.log_path)
+        )
+    return dataclasses.replace(result, packages=tuple(Path(o.target) for o in outcomes))

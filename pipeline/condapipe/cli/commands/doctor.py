@@ -15,7 +15,7 @@ from rich.text import Text
 
 from condapipe.build import ENGINE_NAMES
 from condapipe.cli.output import console, json_option, print_json, work_dir_option
-from condapipe.doctor.run import DoctorReport, Machine, run_doctor
+from condapipe.doctor import DoctorReport, Machine, run_doctor
 from condapipe.spec.options import resolve_package, spec_from_cli, spec_options
 
 _STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "block": "bold red"}

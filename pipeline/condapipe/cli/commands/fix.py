@@ -16,7 +16,7 @@ from condapipe.errors import BuildFailed, UsageError
 from condapipe.fix.elf.patchers import PATCHER_NAMES, RPATH, RUNPATH
 from condapipe.fix.elf.rpath import families, rules_for
 from condapipe.fix.fixer import FixOptions, FixReport, fix_package, fix_prefix
-from condapipe.fix.package_io import FORMATS, PackOptions, Progress
+from condapipe.fix.package_io import PACKAGE_SUFFIXES, PackOptions, Progress
 
 
 @click.command("fix")
@@ -112,7 +112,7 @@ def command(
             if output_dir:
                 raise UsageError("--output-dir applies to package files, not to a prefix folder")
             report = fix_prefix(target, options, prefixes=(str(target.absolute()), str(target.resolve())))
-        elif str(target).endswith(FORMATS):
+        elif str(target).endswith(PACKAGE_SUFFIXES):
             with _packing_progress(target.name, enabled=not as_json and not dry_run) as progress:
                 report = fix_package(
                     target, options, output_dir=output_dir, pack_options=pack_options, progress=progress

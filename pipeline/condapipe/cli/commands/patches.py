@@ -11,7 +11,6 @@ from rich.table import Table
 from condapipe.cli.output import console, json_option, print_json
 from condapipe.errors import BuildFailed, UsageError
 from condapipe.render.patch_catalog import (
-    PLATFORMS,
     Catalog,
     PatchEntry,
     applicable,
@@ -19,6 +18,7 @@ from condapipe.render.patch_catalog import (
     parse_version,
 )
 from condapipe.render.patch_check import CONFIG, FAILS, check_entries
+from condapipe.spec.build_spec import PLATFORMS
 
 
 def _parse_for(text: str) -> tuple[str, str | None]:

@@ -10,7 +10,7 @@ import click
 from condapipe.cli.output import console, dry_run_option, json_option, print_json
 from condapipe.errors import UsageError
 from condapipe.render.recipe_dir import build_model, check_target, plan_files, render_model
-from condapipe.spec.options import resolve_package, spec_from_cli, spec_options
+from condapipe.spec.options import echo_spec_warnings, resolve_package, spec_from_cli, spec_options
 
 
 @click.command("render")
@@ -48,6 +48,7 @@ def command(
     if as_json:
         print_json(result)
         return
+    echo_spec_warnings(spec)  # e.g. the 2 GB link-overflow risk of a long --arch
     verb = "would write" if dry_run else "wrote"
     note = " (replacing)" if result["replaced"] else ""
     console.print(f"{verb} {len(result['files'])} files to {target}{note}")

@@ -19,12 +19,14 @@ from condapipe.verify.verifier import VerifyReport, verify_package
     "--arch",
     "arch_text",
     metavar="LIST",
-    help='CUDA archs the package promises, e.g. "8.0;9.0+PTX": missing ones are errors.',
+    help='CUDA archs the package must hold, e.g. "8.0;9.0+PTX": missing ones are errors '
+    "(default: the list the package records, if any).",
 )
 @click.option(
     "--cuda",
     metavar="VERSION",
-    help="CUDA version the package targets: checks --arch against it, or supplies its default arch list.",
+    help="CUDA version the package targets: checks --arch against it, or supplies the default arch "
+    "list of the package's family (magma's for magma-cuda*) when the package records none.",
 )
 @click.option(
     "--build-prefix",
@@ -59,14 +61,11 @@ def command(
     archs: ArchList | None = None
     if arch_text:
         archs = parse_arch_list(arch_text, cuda=cuda)
-    elif cuda and cuda != "cpu":
-        from condapipe.spec.tables import cuda_info
-
-        archs = cuda_info(cuda).default_archs()
     reports = [
         verify_package(
             p,
             archs=archs,
+            cuda=cuda,
             build_prefixes=build_prefixes,
             dep_libs=dep_libs,
             platform=platform,
@@ -92,6 +91,10 @@ def _print(report: VerifyReport) -> None:
     status = "[green]ok[/green]" if report.ok else "[red]FAILED[/red]"
     summary = f"{report.package}: {report.files_checked} files hashed, {report.elf_files} ELF files"
     console.print(f"{status} {escape(summary)}", soft_wrap=True)
+    if report.archs:
+        console.print(
+            f"  CUDA archs checked: {report.archs} ({report.archs_source})", markup=False, soft_wrap=True
+        )
     for rel, fat in sorted(report.fatbins.items()):
         archs = ", ".join([*fat["sass"], *fat["ptx"]])  # type: ignore[misc]
         console.print(f"  {rel}: {archs}", markup=False, soft_wrap=True)

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import lz4.block
 import zstandard
 
 from condapipe.fix.elf.reader import ElfFile, NotElf
@@ -36,6 +37,8 @@ FLAG_ARCH_SPECIFIC = 0x100000
 FLAG_FAMILY = 0x200000
 _CONTAINER = struct.Struct("<IHHQ")
 _ENTRY = struct.Struct("<HHIQIIHHIIIQQQ")
+_LZ4_MAX_RATIO = 255
+_LZ4_MAX_BLOCK = 0x7E000000  # LZ4_MAX_INPUT_SIZE (lz4.h)
 
 
 class FatbinError(ValueError):
@@ -191,47 +194,13 @@ def decompress(path: Path | str, entry: FatbinEntry) -> bytes:
 
 
 def lz4_block_decompress(src: bytes, size: int) -> bytes:
-    """Decode one LZ4 block (the format nvcc uses for `-compress-mode=speed`)."""
+    """Decode one LZ4 block (the format nvcc uses for `-compress-mode=speed`) of at most `size` bytes."""
+    # An LZ4 block expands at most ~255x (a match length byte of 255 per input byte) and holds at
+    # most LZ4_MAX_INPUT_SIZE bytes: a header claiming more is damaged, and must not make lz4
+    # allocate gigabytes.
+    if size > min(_LZ4_MAX_RATIO * len(src) + 64, _LZ4_MAX_BLOCK):
+        raise FatbinError(f"corrupt LZ4 block: {len(src)} bytes cannot expand to {size}")
     try:
-        return _lz4_block(src, size)
-    except IndexError as exc:
-        raise FatbinError("corrupt LZ4 block: truncated") from exc
-
-
-def _lz4_extend(length: int, src: bytes, i: int) -> tuple[int, int]:
-    """An LZ4 length nibble of 15 continues in the following bytes (each 255 means 'more')."""
-    if length == 15:
-        while True:
-            b = src[i]
-            i += 1
-            length += b
-            if b != 255:
-                break
-    return length, i
-
-
-def _lz4_block(src: bytes, size: int) -> bytes:
-    out = bytearray()
-    i = 0
-    n = len(src)
-    while i < n:
-        token = src[i]
-        i += 1
-        lit, i = _lz4_extend(token >> 4, src, i)
-        out += src[i : i + lit]
-        i += lit
-        if i >= n or len(out) >= size:
-            break
-        off = src[i] | (src[i + 1] << 8)
-        i += 2
-        if off == 0 or off > len(out):
-            raise FatbinError("corrupt LZ4 block: bad match offset")
-        mlen, i = _lz4_extend(token & 15, src, i)
-        mlen += 4
-        start = len(out) - off
-        if off >= mlen:
-            out += out[start : start + mlen]
-        else:  # overlapping copy repeats the last `off` bytes
-            for k in range(mlen):
-                out.append(out[start + k])
-    return bytes(out[:size])
+        return lz4.block.decompress(src, uncompressed_size=size)
+    except lz4.block.LZ4BlockError as exc:
+        raise FatbinError(f"corrupt LZ4 block ({exc})") from exc

@@ -111,7 +111,7 @@ class ElfFile:
             access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
             self.mm = mmap.mmap(self._fh.fileno(), 0, access=access)
             self._parse_header()
-        except Exception:
+        except BaseException:  # close on any way out (NotElf, OSError, an interrupt), then re-raise
             self.close()
             raise
         self._sections: list[Section] | None = None
@@ -247,12 +247,6 @@ class ElfFile:
         for entry in self.dynamic_entries():
             if entry.tag == DT_STRTAB:
                 return self.vaddr_to_offset(entry.value)
-        return None
-
-    def dynstr_size(self) -> int | None:
-        for entry in self.dynamic_entries():
-            if entry.tag == DT_STRSZ:
-                return entry.value
         return None
 
     @_guarded

@@ -19,6 +19,7 @@ from ruamel.yaml import YAML
 from condapipe.errors import UsageError
 from condapipe.render.model import ALWAYS, Patch, Variants, When
 from condapipe.spec.build_spec import BuildSpec
+from condapipe.spec.variant import promise_record
 
 
 @cache
@@ -124,3 +125,19 @@ def common_value(rows: Sequence[dict[str, str]], key: str) -> str | None:
     """The value of `key` when every variant row has the same one, else None."""
     values = {row[key] for row in rows}
     return values.pop() if len(values) == 1 else None
+
+
+def promise_extra(
+    rows: Sequence[dict[str, str]], *, archs_key: str
+) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
+    """The recipe `extra` by which each package records its CUDA and arch list (none for cpu only).
+
+    A value shared by every variant is written out; one that differs refers to its variant key.
+    """
+    if all(row["cuda_version"] == "cpu" for row in rows):
+        return ()
+
+    def value(key: str) -> str:
+        return common_value(rows, key) or "{{ " + key + " }}"
+
+    return (promise_record(value("cuda_version"), value(archs_key)),)

@@ -4,7 +4,8 @@ as PyTorch, in about a minute.
 It proves a machine's toolchain (nvcc, host gcc, the engine, rpath fixing, channel) before a
 9-hour PyTorch build. Sources live in recipes/cuda-smoke/src and are copied into the rendered
 recipe directory, so the recipe builds on its own; each CUDA variant carries its arch list as
-nvcc -gencode flags (from the spec, i.e. the CUDA tables or --arch).
+nvcc -gencode flags (the spec's resolved variant: the CUDA's default list or --arch), and records
+it in the package (info/about.json) for verify.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 from condapipe.errors import UsageError
+from condapipe.render.families._common import promise_extra
 from condapipe.render.model import (
     About,
     ExtraFile,
@@ -60,6 +62,9 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         if variant.archs is None or not len(variant.archs):
             raise UsageError(f"cuda-smoke needs an arch list for CUDA {variant.cuda}; give --arch")
     src = source_dir()
+    rows = [
+        {"cuda_version": v.cuda, "cuda_arch_list": v.archs.torch_arch_list()} for v in variants if v.archs
+    ]
     return RecipeModel(
         name="cuda-smoke",
         version=spec.version,
@@ -85,4 +90,5 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         extra_files=tuple(ExtraFile(name=f"src/{name}", origin=src / name) for name in SOURCES),
         # libcuda.so.1 comes with the driver, never from a package (cudart is linked statically).
         missing_dso_allowlist=("libcuda.so*",),
+        extra=promise_extra(rows, archs_key="cuda_arch_list"),
     )

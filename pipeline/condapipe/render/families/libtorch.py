@@ -19,6 +19,7 @@ from condapipe.render.families import pytorch
 from condapipe.render.families._common import (
     common_value,
     family_data,
+    promise_extra,
     render_template,
     select_catalog,
     variant_matrix,
@@ -105,7 +106,7 @@ def build_model(spec: BuildSpec) -> RecipeModel:
     """The libtorch recipe of one spec (one package per CUDA variant)."""
     data = family_data(FAMILY)
     series = tables.pytorch_info(spec.version)
-    full = platform_rows(spec, [variant_row(spec, series, v) for v in spec.cuda_variants])
+    full = platform_rows(spec, [variant_row(v) for v in spec.cuda_variants])
     keys = [k for k in KEYS if all(k in row for row in full)]
     if all(v.is_cpu for v in spec.cuda_variants):
         keys = [k for k in keys if k not in ("magma_package", "cuda_run_constraint")]
@@ -142,4 +143,5 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         extra_files=tuple(ExtraFile(name=name, origin=here / name) for name in data["test_files"]),
         detect_binary_prefix=False,
         missing_dso_allowlist=missing_dso_allowlist(spec, data),
+        extra=promise_extra(rows, archs_key="torch_cuda_arch_list"),
     )

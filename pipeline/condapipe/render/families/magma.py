@@ -11,13 +11,16 @@ from condapipe.errors import UsageError
 from condapipe.render.families._common import (
     common_value,
     family_data,
+    promise_extra,
     render_template,
     select_catalog,
     variant_matrix,
 )
 from condapipe.render.model import About, Dep, RecipeModel, Requirements, Script, SourceRef, Tests
-from condapipe.spec import tables
+from condapipe.spec.arch import ArchList
 from condapipe.spec.build_spec import BuildSpec, CudaVariant
+
+ARCH_KEY = "magma_arch_list"  # variant key, only when the CUDAs of one render differ in their list
 
 STATIC_CHECKS = (
     'test -f "${PREFIX}/lib/libmagma.a"',
@@ -26,14 +29,18 @@ STATIC_CHECKS = (
 )
 
 
+def _archs(variant: CudaVariant) -> ArchList:
+    if variant.archs is None or variant.magma is None:
+        raise UsageError("magma is a CUDA package: --cuda cpu is not valid for it")
+    return variant.archs.sass_only()
+
+
 def _variant_row(variant: CudaVariant) -> dict[str, str]:
-    info = tables.cuda_info(variant.cuda)
-    archs = (variant.archs or info.magma_arch_list()).sass_only()
     return {
-        "cuda_version": info.version,
-        "magma_package": info.magma.package,
-        "magma_gencode": " ".join(archs.gencode_flags()),
-        "magma_nvcc_flags": ";".join(info.nvcc_flags),
+        "cuda_version": variant.cuda,
+        "magma_package": variant.magma.package if variant.magma else "",
+        "magma_gencode": " ".join(_archs(variant).gencode_flags()),
+        "magma_nvcc_flags": ";".join(variant.nvcc_flags),
     }
 
 
@@ -58,7 +65,11 @@ def build_model(spec: BuildSpec) -> RecipeModel:
     if any(v.is_cpu for v in spec.cuda_variants):
         raise UsageError("magma is a CUDA package: --cuda cpu is not valid for it")
     data = family_data("magma")
-    rows = [_variant_row(v) for v in spec.cuda_variants]
+    # Each package records its arch list; a list the CUDAs share is written out, lists that
+    # differ need a variant key.
+    with_archs = [{**_variant_row(v), ARCH_KEY: _archs(v).torch_arch_list()} for v in spec.cuda_variants]
+    shared = common_value(with_archs, ARCH_KEY) is not None
+    rows = [{k: v for k, v in row.items() if k != ARCH_KEY} for row in with_archs] if shared else with_archs
     catalog = select_catalog(spec, "magma", {c: spec.version for c in spec.cudas})
     env = {**dict(catalog.env), **dict(spec.extra_env)}
     if catalog.env_by_cuda:
@@ -83,4 +94,5 @@ def build_model(spec: BuildSpec) -> RecipeModel:
             summary=data["summary"].format(cuda=cuda),
         ),
         variants=variant_matrix((), rows),
+        extra=promise_extra(with_archs, archs_key=ARCH_KEY),
     )

@@ -1,10 +1,11 @@
 """The pytorch family: BuildSpec -> RecipeModel in the style of pytorch/builder's conda recipe.
 
-Per-version facts (pins, build command, static cuDNN/NCCL, mutex scheme, memory per job) come
-from pipeline/data/pytorch.yaml and per-CUDA facts (arch list defaults, run constraint, magma
-package, BUILD_SPLIT_CUDA) from cuda.yaml, both through condapipe.spec.tables. Everything that varies
-with the CUDA variant becomes a zipped variant key, so several --cuda/--python values give one
-recipe with a matrix.
+Per-version facts (pins, build command, static NCCL, mutex scheme, memory per job) come from
+pipeline/data/pytorch.yaml through condapipe.spec.tables.pytorch_info; every per-CUDA fact (arch
+list, nvcc flags, run constraint, magma package, cuDNN, BUILD_SPLIT_CUDA, static cuDNN) is read
+from the spec's resolved CudaVariant, never from the CUDA table. Everything that varies with the
+CUDA variant becomes a zipped variant key, so several --cuda/--python values give one recipe
+with a matrix.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from condapipe.render.families._common import (
     CatalogSelection,
     common_value,
     family_data,
+    promise_extra,
     render_template,
     select_catalog,
     variant_matrix,
@@ -52,7 +54,7 @@ ARCH_CHECK = (
 )
 
 
-def variant_row(spec: BuildSpec, series: tables.PytorchInfo, variant: CudaVariant) -> dict[str, str]:
+def variant_row(variant: CudaVariant) -> dict[str, str]:
     """The zipped variant keys of one CUDA variant (CUDA-only keys are NONE for cpu)."""
     if variant.is_cpu or variant.archs is None:
         return {
@@ -68,29 +70,27 @@ def variant_row(spec: BuildSpec, series: tables.PytorchInfo, variant: CudaVarian
             "magma_package": NONE,
             "cuda_run_constraint": NONE,
         }
-    info = tables.cuda_info(variant.cuda)
-    cudnn = variant.cudnn or info.cudnn
-    split = info.build_split_cuda and series.build_split_cuda
-    static_cudnn = series.static_cudnn and info.cudnn_static_available
+    cudnn = variant.cudnn or NONE
     return {
-        "cuda_version": info.version,
+        "cuda_version": variant.cuda,
         "cudnn_version": cudnn,
-        "build_tag": f"cuda{info.version}_cudnn{cudnn}",
+        "build_tag": f"cuda{variant.cuda}_cudnn{cudnn}",
         "torch_variant": "cuda",
         "torch_cuda_arch_list": variant.archs.torch_arch_list(),
         "torch_arch_names": " ".join(sorted(variant.archs.sass() | variant.archs.ptx())),
-        "torch_nvcc_flags": " ".join(info.nvcc_flags),
-        "build_split_cuda": "ON" if split else "OFF",
-        "use_static_cudnn": "1" if static_cudnn else "0",
-        "magma_package": info.magma.package,
-        "cuda_run_constraint": str(info.run_constraint),
+        "torch_nvcc_flags": " ".join(variant.nvcc_flags),
+        "build_split_cuda": "ON" if variant.build_split_cuda else "OFF",
+        "use_static_cudnn": "1" if variant.static_cudnn else "0",
+        "magma_package": variant.magma.package if variant.magma else NONE,
+        "cuda_run_constraint": variant.run_constraint or NONE,
     }
 
 
 def platform_rows(spec: BuildSpec, rows: list[dict[str, str]]) -> list[dict[str, str]]:
     """Adapt the variant rows to the target: no magma key where magma has no packages, and for
-    a Jetson board its name in the build tag, JetPack's dynamic cuDNN and no CUDA run package
-    (JetPack installs the toolkit on the board; conda has none for Tegra)."""
+    a Jetson board its name in the build tag and no CUDA run package (JetPack installs the
+    toolkit on the board; conda has none for Tegra). JetPack's dynamic cuDNN is the spec's
+    decision (the variant's static_cudnn is off)."""
     drop = set()
     if not has_magma(spec):
         drop.add("magma_package")
@@ -101,7 +101,6 @@ def platform_rows(spec: BuildSpec, rows: list[dict[str, str]]) -> list[dict[str,
         row = {k: v for k, v in row.items() if k not in drop}
         if spec.jetson and row["cuda_version"] != "cpu":
             row["build_tag"] = f"{row['build_tag']}_{spec.jetson}"
-            row["use_static_cudnn"] = "0"
         out.append(row)
     return out
 
@@ -250,7 +249,7 @@ def build_model(spec: BuildSpec) -> RecipeModel:
     """The recipe of one pytorch spec (all its Pythons and CUDA variants)."""
     data = family_data("pytorch")
     series = tables.pytorch_info(spec.version)
-    rows = platform_rows(spec, [variant_row(spec, series, v) for v in spec.cuda_variants])
+    rows = platform_rows(spec, [variant_row(v) for v in spec.cuda_variants])
     catalog = select_catalog(spec, "pytorch", {c: spec.version for c in spec.cudas})
 
     env = torch_env(spec, data, catalog, magma_off="0")
@@ -286,4 +285,5 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         detect_binary_prefix=False,
         missing_dso_allowlist=missing_dso_allowlist(spec, data),
         down_prioritize=down,
+        extra=promise_extra(rows, archs_key="torch_cuda_arch_list"),
     )

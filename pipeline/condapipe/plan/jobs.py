@@ -1,0 +1,46 @@
+"""What a plan builds: the options of a build request and the jobs (one package each) it expands to.
+
+Plain data shared by the planner (`build_plan`) and the step bodies (`steps`), kept apart from
+both so that neither imports the other's module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from condapipe.build.logs import LineSink
+from condapipe.spec.build_spec import BuildSpec
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """How to build: where to, with which engine, against which channels."""
+
+    output_dir: Path  # the channel packages are published into
+    work_dir: Path  # state, logs, builds in progress
+    engine: str = "auto"
+    channels: tuple[str, ...] = ()  # extra channels for dependencies (and prerequisite lookups)
+    package_format: str = "conda"
+    compression_level: int | None = None
+    run_tests: bool = True
+    override_channels: bool = False
+    cuda_homes: tuple[tuple[str, str], ...] = ()  # CUDA version -> toolkit root (doctor's switch)
+    # Environment for the build tools (MAX_JOBS from doctor, ...). Not hashed: a machine with
+    # more RAM must not rebuild what it already built.
+    env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    # Where the engines' build output goes as it happens (the CLI's console); None: log files only.
+    echo: LineSink | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One package to produce: from a family spec (rendered) or from a recipe directory."""
+
+    label: str  # unique, human-readable: "pytorch-1.8.0-py3.8-cuda11.0"
+    name: str  # the conda package name, for channel lookups
+    spec: BuildSpec | None = None
+    recipe_dir: Path | None = None
+    prerequisite: bool = False  # built only when no channel in use has `name`
+    needs_jobs: tuple[str, ...] = ()  # labels of jobs whose published packages this build consumes
+    platform: str | None = None

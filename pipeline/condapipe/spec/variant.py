@@ -1,0 +1,242 @@
+"""One resolved CUDA variant: every CUDA fact a build needs, decided once.
+
+The CUDA table (cuda.yaml through condapipe.spec.tables) is read here and nowhere downstream:
+render, plan, doctor and verify read the frozen `CudaVariant` (arch list of the family or the
+user's, nvcc flags, magma package, run constraint, max gcc, cuDNN, BUILD_SPLIT_CUDA and static
+cuDNN, the link-overflow warning), so two stages cannot decide the same fact differently.
+
+What a package promises is recorded in the package itself: the recipe's `extra` section (which
+both conda-build and rattler-build copy into info/about.json) carries
+``condapipe: {cuda: "12.8", cuda_archs: "8.0;9.0+PTX"}``; `promise_record` spells it for render
+and `recorded_promise` reads it back for verify.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from condapipe.errors import UsageError
+from condapipe.spec import tables
+from condapipe.spec.arch import (
+    ArchList,
+    magma_default_archs,
+    parse_arch_list,
+    parse_explicit_arch_list,
+    torch_default_archs,
+)
+from condapipe.spec.families import (
+    FamilyRules,
+    default_rules,
+    family_of_package,
+    family_rules,
+    known_packages,
+)
+
+CPU = "cpu"
+RECORD_SECTION = "condapipe"  # about.json extra.<this>
+RECORD_CUDA = "cuda"
+RECORD_ARCHS = "cuda_archs"
+_NOTHING_PROMISED = ("", "none", CPU)  # recorded values of CPU variants in a mixed matrix
+
+
+@dataclass(frozen=True)
+class CudaVariant:
+    """One CUDA axis value of the variant matrix with every CUDA fact its build needs."""
+
+    cuda: str  # "11.0", "12.8", ... or "cpu"
+    archs: ArchList | None  # None for cpu
+    cudnn: str | None  # e.g. "8.0.5"; None for cpu and for families without cuDNN
+    build_split_cuda: bool = False  # BUILD_SPLIT_CUDA=ON (series has it; CUDA or arch count needs it)
+    static_cudnn: bool = False  # USE_STATIC_CUDNN=1 (series wants it and a static cuDNN exists)
+    nvcc_flags: tuple[str, ...] = ()  # TORCH_NVCC_FLAGS / magma's fatbin flags
+    magma: tables.MagmaInfo | None = None  # pytorch's magma package for this CUDA (name, version, ...)
+    run_constraint: str | None = None  # e.g. "cuda-version >=12.8,<12.9"
+    max_gcc: int | None = None  # newest gcc this CUDA's nvcc accepts
+    link_overflow_warning: str | None = None  # the 2 GB link risk, when the split cannot avoid it
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.cuda == CPU
+
+    def to_dict(self) -> dict[str, Any]:
+        magma = self.magma
+        return {
+            "cuda": self.cuda,
+            "archs": self.archs.to_dict() if self.archs is not None else None,
+            "cudnn": self.cudnn,
+            "build_split_cuda": self.build_split_cuda,
+            "static_cudnn": self.static_cudnn,
+            "nvcc_flags": list(self.nvcc_flags),
+            "magma": {
+                "package": magma.package,
+                "version": magma.version,
+                "build_number": magma.build_number,
+                "url": magma.url,
+                "sha256": magma.sha256,
+            }
+            if magma is not None
+            else None,
+            "run_constraint": self.run_constraint,
+            "max_gcc": self.max_gcc,
+            "link_overflow_warning": self.link_overflow_warning,
+        }
+
+
+def _default_archs(rules: FamilyRules, cuda: str, package: str) -> ArchList:
+    if rules.arch_default == "magma":
+        return magma_default_archs(cuda)
+    if rules.arch_default == "torch":
+        return torch_default_archs(cuda)
+    raise UsageError(f"{package} needs --arch for CUDA builds")
+
+
+def promised_archs(family: str | None, cuda: str) -> ArchList:
+    """The arch list a package of ``family`` built for ``cuda`` without --arch promises.
+
+    magma's list for magma, pytorch's for pytorch; a package of no known family (``None`` or
+    a name outside the registry) gets the default rules' list.
+    """
+    rules = _rules_for(family)
+    archs = _default_archs(rules, cuda, family or "this package")
+    return archs if rules.ptx else archs.sass_only()
+
+
+def _rules_for(family: str | None) -> FamilyRules:
+    return family_rules(family) if family in known_packages() else default_rules()
+
+
+def link_overflow_warning(archs: ArchList, cuda: str, *, split_available: bool) -> str | None:
+    """The warning for an arch list long enough to risk the 2 GB link overflow, or None.
+
+    With BUILD_SPLIT_CUDA available the spec turns the split on instead, so there is no risk.
+    """
+    limit = tables.link_overflow_max_images()
+    if archs.images <= limit or split_available:
+        return None
+    return (
+        f"CUDA {cuda}: {archs.images} code images (archs + PTX) exceed {limit}; libtorch_cuda.so "
+        "may pass 2 GB and fail to link ('relocation truncated to fit'), and BUILD_SPLIT_CUDA is "
+        "not available in this version: shorten --arch"
+    )
+
+
+def resolve_variant(
+    cuda: str,
+    *,
+    package: str,
+    rules: FamilyRules,
+    series: tables.PytorchInfo | None,
+    arch_text: str | None,
+    cudnn: str | None,
+    system_cudnn: bool = False,
+) -> tuple[CudaVariant, list[str]]:
+    """Decide every CUDA fact of one variant, and the warnings the user should see about it.
+
+    ``series`` is the PyTorch series row (pytorch-versioned families), ``system_cudnn`` says the
+    build links the machine's dynamic cuDNN (a Jetson board's JetPack) instead of a static one.
+    """
+    if cuda == CPU:
+        return CudaVariant(cuda=CPU, archs=None, cudnn=None), []
+    warnings: list[str] = []
+    info = tables.cuda_info(cuda)
+    if arch_text is not None:
+        archs = parse_arch_list(str(arch_text), cuda=cuda)
+    else:
+        archs = _default_archs(rules, cuda, package)
+    if not rules.ptx and archs.ptx():
+        warnings.append(f"{package} ships SASS only: dropped PTX for {' '.join(sorted(archs.ptx()))}")
+        archs = archs.sass_only()
+    split_available = series is not None and series.build_split_cuda
+    too_long = archs.images > tables.link_overflow_max_images()
+    overflow = None
+    if rules.link_overflow_check:
+        overflow = link_overflow_warning(archs, cuda, split_available=split_available)
+        if overflow:
+            warnings.append(overflow)
+    static_cudnn = bool(series is not None and series.static_cudnn and info.cudnn_static_available)
+    variant = CudaVariant(
+        cuda=info.version,
+        archs=archs,
+        cudnn=(cudnn or info.cudnn) if rules.cudnn else None,
+        build_split_cuda=split_available and (info.build_split_cuda or too_long),
+        static_cudnn=static_cudnn and rules.cudnn and not system_cudnn,
+        nvcc_flags=info.nvcc_flags,
+        magma=info.magma,
+        run_constraint=str(info.run_constraint),
+        max_gcc=info.max_gcc,
+        link_overflow_warning=overflow,
+    )
+    return variant, warnings
+
+
+# ------------------------------------------------------------------ the promise in the package
+
+
+def promise_record(cuda: str, archs: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The recipe `extra` entry a package records its promise in (values may be variant refs)."""
+    return RECORD_SECTION, ((RECORD_CUDA, cuda), (RECORD_ARCHS, archs))
+
+
+def recorded_promise(about: dict[str, Any]) -> tuple[str | None, ArchList | None]:
+    """The CUDA and arch list a package's info/about.json records, (None, None) if none.
+
+    A CPU variant of a mixed matrix records "none"; that promises nothing. An arch list that
+    does not parse is a UsageError naming the recorded text.
+    """
+    extra = about.get("extra")
+    record = extra.get(RECORD_SECTION) if isinstance(extra, dict) else None
+    if not isinstance(record, dict):
+        return None, None
+    cuda = str(record.get(RECORD_CUDA) or "").strip() or None
+    text = str(record.get(RECORD_ARCHS) or "").strip()
+    if cuda == CPU or text.lower() in _NOTHING_PROMISED:
+        return cuda, None
+    try:
+        return cuda, parse_explicit_arch_list(text)
+    except UsageError as exc:
+        raise UsageError(f"info/about.json records an unreadable arch list {text!r}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Promise:
+    """The CUDA archs a package must hold, where that list came from, and what contradicts it."""
+
+    archs: ArchList | None
+    source: str | None = None  # e.g. "recorded in the package", "CUDA 12.8 default of magma"
+    problem: str | None = None  # a defect of the package (unreadable record, another CUDA)
+
+
+def package_promise(name: str, about: dict[str, Any], cuda: str | None = None) -> Promise:
+    """What the conda package ``name`` promises, given its info/about.json and the user's --cuda.
+
+    The package's own record wins; without one, ``cuda`` supplies the default list of the
+    package's family (magma's for magma-cudaXY, pytorch's for pytorch). A record of another CUDA
+    than ``cuda`` is a problem. An unknown ``cuda`` is the user's mistake (UsageError).
+    """
+    wanted = tables.normalize_cuda(cuda) if cuda else None
+    try:
+        recorded_cuda, recorded = recorded_promise(about)
+    except UsageError as exc:
+        return Promise(archs=None, problem=str(exc))
+    if recorded is not None or recorded_cuda is not None:
+        problem = None
+        if wanted is not None and recorded_cuda is not None and _same_cuda(recorded_cuda) != wanted:
+            problem = f"the package records CUDA {recorded_cuda}, not {wanted}"
+        source = f"recorded in the package (CUDA {recorded_cuda})" if recorded is not None else None
+        return Promise(archs=recorded, source=source, problem=problem)
+    if wanted is None or wanted == CPU:
+        return Promise(archs=None)
+    family = family_of_package(name)
+    return Promise(
+        archs=promised_archs(family, wanted),
+        source=f"CUDA {wanted} default ({_rules_for(family).arch_default}'s list)",
+    )
+
+
+def _same_cuda(text: str) -> str:
+    """A recorded CUDA in the table's spelling (an unknown one stays as written)."""
+    try:
+        return tables.normalize_cuda(text)
+    except UsageError:
+        return text
