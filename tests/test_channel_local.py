@@ -233,7 +233,10 @@ def test_readers_never_see_a_partial_package_or_repodata(tmp_path):
             "expected a directory or a file:// URL",
         ),
         (["upload", "--to", "d", "--no-verify", "NOTAPKG"], "not a conda package"),
-        (["upload", "--to", "d", "--no-verify", "--output-dir", "empty"], "none found under empty"),
+        (
+            ["upload", "--to", "d", "--no-verify", "--output-dir", "empty"],
+            "nothing to upload: no .conda or .tar.bz2",
+        ),
         (["index", "nosuchdir"], "no such directory"),
     ],
 )

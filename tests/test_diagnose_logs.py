@@ -28,6 +28,7 @@ EXPECTED = {
     "msvc-lnk1161.log": ("msvc-lnk1161", "17.4.3"),
     "nvcc-version-mismatch.log": ("nvcc-version-mismatch", "put the requested toolkit first on PATH"),
     "unresolved-dependency.log": ("unresolved-dependency", "build the dependency first"),
+    "no-candidates-cmake.log": ("unresolved-dependency", "add the channel that has it"),
 }
 
 

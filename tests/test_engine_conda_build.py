@@ -207,3 +207,71 @@ def test_a_standalone_conda_build_executable_is_used_when_conda_is_not_on_path(
     assert result.log_path.read_text().splitlines()[0].startswith(f"condapipe: {bin_dir / 'conda-build'} ")
     (pkg,) = result.packages
     assert pkg.is_file()
+
+
+# --- conda-build's real behaviours the stand-in reproduces (conda-build 26, conda_build/create_test.py) ---
+
+TESTED_META = """package:
+  name: hello-tested
+  version: 1.0.0
+
+build:
+  number: 0
+
+test:
+  requires:
+    - bash
+  files:
+    - data/expected.txt
+  commands:
+    - hello-tested | grep -q hello
+    - test -f "$PREFIX/bin/hello-tested"
+"""
+TESTED_BUILD = """#!/bin/bash
+mkdir -p "$PREFIX/bin"
+printf '#!/bin/sh\\n%s\\n' "{echo}" > "$PREFIX/bin/hello-tested"
+chmod +x "$PREFIX/bin/hello-tested"
+"""
+
+
+def make_tested_recipe(root: Path, echo: str = "echo hello", meta: str = TESTED_META) -> Path:
+    recipe = root / "hello-tested"
+    (recipe / "data").mkdir(parents=True)
+    (recipe / "meta.yaml").write_text(meta)
+    (recipe / "build.sh").write_text(TESTED_BUILD.format(echo=echo))
+    (recipe / "data" / "expected.txt").write_text("hello\n")
+    return recipe
+
+
+def test_a_conda_build_package_keeps_its_tests_in_info_test(standin_conda: Path, tmp_path: Path) -> None:
+    result = CondaBuildEngine().build(make_tested_recipe(tmp_path), options(tmp_path, run_tests=False))
+    (pkg,) = result.packages
+    out = tmp_path / "unpacked"
+    cph.extract(str(pkg), dest_dir=str(out))
+    script = (out / "info" / "test" / "run_test.sh").read_text()
+    assert "set -ex" in script and script.rstrip().endswith("exit 0")
+    assert 'hello-tested | grep -q hello\ntest -f "$PREFIX/bin/hello-tested"\n' in script
+    assert json.loads((out / "info" / "test" / "test_time_dependencies.json").read_text()) == ["bash"]
+    assert (out / "info" / "test" / "data" / "expected.txt").read_text() == "hello\n"
+
+
+def test_a_missing_build_tool_shows_condas_error_line_and_keeps_the_log(
+    standin_conda: Path, tmp_path: Path
+) -> None:
+    meta = TESTED_META.replace(
+        "build:\n  number: 0\n", "build:\n  number: 0\n\nrequirements:\n  build:\n    - cmake\n"
+    )
+    with pytest.raises(BuildFailed) as info:
+        CondaBuildEngine().build(make_tested_recipe(tmp_path, meta=meta), options(tmp_path))
+    message = str(info.value)
+    # conda's own error, not the last line of its help text ("and use the search bar ...").
+    assert (
+        "PackagesNotFoundError: The following packages are not available from current channels: cmake"
+        in message
+    )
+    assert "search bar" not in message.splitlines()[0]
+    assert "dependency not found in the channels" in message
+    log = Path(info.value.log_path or "")
+    assert "No candidates were found for cmake" in log.read_text()
+    assert "--output" in log.read_text().splitlines()[0]
+    assert not list((tmp_path / "channel").glob("*/*.conda"))

@@ -178,6 +178,10 @@ def test_each_patcher_can_be_forced_and_gives_the_same_result(torch_tree: Path, 
 def test_cli_fixes_a_prefix_folder_in_place(tmp_path: Path) -> None:
     root = tmp_path / "prefix"
     gcc_shared(root / "lib" / "libgreet.so", LIB_SRC, rpath=f"{root}/lib:{root}/lib/extra")
+    refused = CliRunner().invoke(main, ["fix", str(root), "--json"])  # not a prefix: no conda-meta/
+    assert refused.exit_code == 2 and "not a conda prefix" in refused.stderr
+    assert read_dynamic(root / "lib" / "libgreet.so").rpath == f"{root}/lib:{root}/lib/extra"
+    (root / "conda-meta").mkdir()
     result = CliRunner().invoke(main, ["fix", str(root), "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)

@@ -10,11 +10,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import needs_system_tool
 from patches_helpers import entry, unified_diff, write_catalog, write_tree
 
 from condapipe.cli.main import main
 from condapipe.render.patch_catalog import load_catalog
 from condapipe.render.patch_check import ALREADY_APPLIED, APPLIES, CONFIG, FAILS, check_entries, parse_hunks
+
+pytestmark = needs_system_tool("patch")
 
 ORIGINAL = "".join(f"line {i}\n" for i in range(1, 41))
 FIXED = ORIGINAL.replace("line 5\n", "line 5 fixed\n").replace("line 30\n", "line 30 fixed\n")

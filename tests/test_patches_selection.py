@@ -88,6 +88,7 @@ def test_magma_2_6_1_for_cuda_12_gets_the_pytorch_style_static_build_and_drops_f
     assert ids("magma", "2.6.1", "12.6") == [
         "magma-cmake4-policy-minimum",
         "magma-cmakelists-static-pic",
+        "magma-cmake4-drop-cmp0037-old",
         "magma-thread-queue-no-exceptions",
         "magma-getrf-batched-smallsq-noshfl-2.6",
         "magma-getrf-batched-recnb-16",
@@ -161,3 +162,11 @@ def test_selection_is_a_stable_subsequence_of_the_catalog_without_conflicting_va
         assert e.package == package and platform in e.platforms
         if e.cuda:
             assert cuda is not None
+
+
+def test_magma_2_7_0_still_drops_the_fermi_kernels_for_cuda_12_and_2_7_1_has_none_to_drop():
+    # magma v2.7.0 still builds magmablas/zgemm_fermi.cu (texture references, gone in CUDA 12);
+    # v2.7.1 deleted it (icl-utk-edu/magma tags).
+    assert "magma-cuda12-drop-fermi-kernels" in ids("magma", "2.7.0", "12.1")
+    assert "magma-cuda12-drop-fermi-kernels" not in ids("magma", "2.7.1", "12.1")
+    assert "magma-cuda12-drop-fermi-kernels" not in ids("magma", "2.7.0", "11.8")

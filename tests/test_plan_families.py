@@ -37,8 +37,10 @@ def dry_run(tmp_path: Path, *args: str) -> dict:
             str(tmp_path / "w"),
         ],
     )
-    assert result.exit_code == 0, result.stderr
-    return json.loads(result.stdout)
+    plan = json.loads(result.stdout)
+    # A dry run exits as the real run would: 3 when a blocking doctor finding would stop it.
+    assert result.exit_code == (0 if plan["doctor"]["ok"] else 3), result.stderr
+    return plan
 
 
 def test_pytorch_plans_magma_then_one_chain_per_python_and_cuda(tmp_path: Path) -> None:
@@ -81,10 +83,12 @@ def test_magma_and_cuda_smoke_use_the_same_steps(tmp_path: Path) -> None:
     assert verify["inputs"]["archs"] == "8.0;8.6;9.0;10.0;12.0"  # magma's arch list from cuda.yaml
 
 
-def test_a_dry_run_reports_blocking_doctor_findings_without_failing(tmp_path: Path) -> None:
+def test_a_dry_run_reports_blocking_doctor_findings_marks_steps_stop_and_exits_3(tmp_path: Path) -> None:
     plan = dry_run(tmp_path, "pytorch", "--version", "1.8.0", "--cuda", "11.1", "--python", "3.8")
-    assert plan["doctor"]["ok"] is False
+    assert plan["doctor"]["ok"] is False and plan["would_stop"] is True
     assert {f["check"] for f in plan["doctor"]["findings"] if f["level"] == "block"} >= {"gcc", "cudnn"}
+    assert {s["action"] for s in plan["steps"]} == {"stop"}
+    assert all("doctor finding" in s["why"] for s in plan["steps"])
     assert not (tmp_path / "w").exists() and not (tmp_path / "ch").exists()
 
 

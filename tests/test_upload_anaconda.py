@@ -300,24 +300,27 @@ def test_a_hung_api_call_times_out_and_is_retried(server, pkgs):
     assert_holds_exactly(server, "myorg", basenames({"m": pkgs["mutex"]}))
 
 
-def test_dry_run_says_what_would_happen_and_writes_nothing(server, pkgs, rebuilt, tmp_path):
-    env = isolated_env(tmp_path)
-    run_cli([*upload_args(server, "myorg", "--no-verify"), str(pkgs["mutex"])], env, tmp_path)
+def test_dry_run_is_an_offline_preview_of_what_goes_where_in_order_with_labels(server, pkgs, tmp_path):
+    """`upload --dry-run` sends no request at all and needs no token: it says which file would go
+    to which URL with which labels, in upload order (the real run compares with the server)."""
     before = len(server.requests)
     res = run_cli(
         [
-            *upload_args(server, "myorg", "--no-verify", "--force", "--dry-run", "--json"),
-            str(rebuilt),
-            str(pkgs["magma"]),
+            *upload_args(server, "myorg", "--no-verify", "--dry-run", "--json", "--label", "dev"),
+            *map(str, pkgs.values()),
         ],
-        env,
+        isolated_env(tmp_path, token=None),
         tmp_path,
     )
-    assert res.exit_code == 0
-    assert [f["status"] for f in res.json["files"]] == ["would-replace", "would-upload"]
+    assert res.exit_code == 0, res.stderr
+    assert len(server.requests) == before
+    files = res.json["files"]
+    names = {read_package_info(p).basename: key for key, p in pkgs.items()}
+    assert [names[f["basename"]] for f in files] == ["mutex", "magma", "pytorch"]
+    assert {f["status"] for f in files} == {"would-upload"}
+    assert [f["target"] for f in files] == [f"{server.url}/myorg/{f['basename']} [dev]" for f in files]
     assert res.json["dry_run"] is True
-    assert not [r for r in server.requests[before:] if r.method in ("POST", "DELETE", "PATCH")]
-    assert_holds_exactly(server, "myorg", basenames({"m": pkgs["mutex"]}))
+    assert_holds_exactly(server, "myorg", {})
 
 
 def test_summary_table_lists_every_file(server, pkgs, tmp_path):
@@ -414,6 +417,8 @@ def test_site_flag_beats_the_config_file(server, pkgs, tmp_path):
     )
     assert res.exit_code == 0, res.stderr
     unreachable = run_cli(
-        ["upload", "--channel", "myorg", "--no-verify", str(pkgs["mutex"])], isolated_env(tmp_path), tmp_path
+        ["upload", "--channel", "myorg", "--no-verify", "--retry-delay", "0.01", str(pkgs["mutex"])],
+        isolated_env(tmp_path),
+        tmp_path,
     )
     assert unreachable.exit_code == 3 and "cannot reach http://127.0.0.1:9" in unreachable.stderr

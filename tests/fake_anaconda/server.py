@@ -36,7 +36,8 @@ _CLIENT_ATTRS = {"operatingsystem", "machine", "target-triplet", "has_prefix"}
 class Fault:
     """Make the next `times` requests to `step` misbehave in the way `kind` names.
 
-    steps: user, dist, package, release, stage, s3, commit, any
+    steps: root (HEAD /), user, dist, package, release, stage, s3, commit, channels (labels),
+           download, any; "METHOD step" (e.g. "DELETE dist") limits a fault to one method
     kinds: 500, 503, drop (close the connection without answering; at s3 after half the body),
            409 (stage), bad_digest (s3), 402 (commit), lost_reply (do the work, then drop the
            connection instead of answering), echo_auth (500 whose body repeats the Authorization
@@ -154,10 +155,11 @@ class FakeAnaconda:
         with self.lock:
             self.faults.append(Fault(step, kind, times))
 
-    def take_fault(self, step: str) -> str | None:
+    def take_fault(self, step: str, method: str = "") -> str | None:
+        """The next fault for a step ("dist"), or for one method of it ("DELETE dist")."""
         with self.lock:
             for fault in self.faults:
-                if fault.times > 0 and fault.step in (step, "any"):
+                if fault.times > 0 and fault.step in (step, f"{method} {step}", "any"):
                     fault.times -= 1
                     return fault.kind
         return None
@@ -251,6 +253,19 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(raw)
         return status
 
+    def _base(self) -> str:
+        """The URL the client used (through a proxy, the proxy's): links we hand out must use it."""
+        host = self.headers.get("Host")
+        return f"http://{host}" if host else self.app.url
+
+    def _redirect(self, location: str) -> int:
+        self._record.status = 302
+        self.send_response(302)
+        self.send_header("Location", location)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+        return 302
+
     def _error(self, status: int, message: str) -> int:
         return self._send(status, {"error": message})
 
@@ -284,7 +299,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _fault(self, step: str) -> int | None:
         """Apply an injected fault that answers by itself; others are left for the route."""
-        kind = self._pending_fault = self.app.take_fault(step)
+        kind = self._pending_fault = self.app.take_fault(step, self.command)
         if kind in ("500", "503"):
             self._json_drain()
             return self._error(int(kind), "Internal Server Error")
@@ -312,11 +327,13 @@ class _Handler(BaseHTTPRequestHandler):
         method = self.command
         head = parts[0] if parts else ""
         if method == "HEAD" and head == "":
-            return self._send(200, b"", "text/html")
+            return self._fault("root") or self._send(200, b"", "text/html")
         if head == "conda":
             return self._serve_channel(parts[1:])
         if head == "s3" and method == "POST":
             return self._s3(record)
+        if head == "blob" and method == "GET" and len(parts) == 2:
+            return self._blob(parts[1])
         injected = self._fault(head)
         if injected is not None:
             return injected
@@ -346,6 +363,10 @@ class _Handler(BaseHTTPRequestHandler):
             return self._stage(parts, record)
         if head == "commit" and len(parts) >= 6 and method == "POST":
             return self._commit(parts, record)
+        if head == "download" and len(parts) >= 6 and method == "GET":
+            return self._download(parts)
+        if head == "channels" and len(parts) == 3 and method in ("POST", "DELETE"):
+            return self._label(parts, record)
         self._json_drain()
         return self._error(404, f"no route for {method} {self.path}")
 
@@ -363,8 +384,66 @@ class _Handler(BaseHTTPRequestHandler):
                     return self._error(404, f"file {basename} does not exist")
                 del self.app.dists[key]
                 dist.blob.unlink(missing_ok=True)
+                if self._pending_fault == "lost_reply":
+                    self._drop()
                 return self._send(200, self.app.dist_json(dist))
         return self._error(405, "method not allowed")
+
+    def _download(self, parts: list[str]) -> int:
+        """GET /download/o/n/v/<basename> -> 302 to the storage URL (binstar_client's download())."""
+        key = (parts[1], parts[2], parts[3], "/".join(parts[4:]))
+        with self.app.lock:
+            dist = self.app.dists.get(key)
+        if dist is None:
+            return self._error(404, f"file {key[3]} does not exist")
+        return self._redirect(f"{self._base()}/blob/{dist.dist_id}")
+
+    def _blob(self, dist_id: str) -> int:
+        """The storage side of a download: no API headers needed (a signed URL on the real service)."""
+        fault = self.app.take_fault("download")
+        if fault in ("500", "503"):
+            return self._send(int(fault), "<Error><Code>InternalError</Code></Error>", "application/xml")
+        with self.app.lock:
+            dist = next((d for d in self.app.dists.values() if d.dist_id == dist_id), None)
+        if dist is None:
+            return self._send(404, "<Error><Code>NoSuchKey</Code></Error>", "application/xml")
+        self._record.status = 200
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(dist.size))
+        self.end_headers()
+        with dist.blob.open("rb") as fh:
+            shutil.copyfileobj(fh, self.wfile, _CHUNK)
+        return 200
+
+    def _label(self, parts: list[str], record: Request) -> int:
+        """POST/DELETE /channels/OWNER/LABEL {package, version, basename} -> 201.
+
+        binstar_client's add_channel/remove_channel (`anaconda label`): add or remove a label on
+        the matching files of the owner (a null field matches everything)."""
+        owner, label = parts[1], parts[2]
+        body = self._json()
+        record.json_body = body
+        spec = body if isinstance(body, dict) else {}
+        with self.app.lock:
+            hits = [
+                d
+                for d in self.app.dists.values()
+                if d.owner == owner
+                and spec.get("package") in (None, d.name)
+                and spec.get("version") in (None, d.version)
+                and spec.get("basename") in (None, d.basename)
+            ]
+            if not hits:
+                return self._error(404, "no file matches")
+            for dist in hits:
+                if self.command == "POST" and label not in dist.labels:
+                    dist.labels.append(label)
+                elif self.command == "DELETE" and label in dist.labels:
+                    dist.labels.remove(label)
+        if self._pending_fault == "lost_reply":
+            self._drop()
+        return self._send(201, b"", "text/plain")
 
     def _package(self, parts: list[str]) -> int:
         key = (parts[1], parts[2])
@@ -455,7 +534,7 @@ class _Handler(BaseHTTPRequestHandler):
         }
         return self._send(
             200,
-            {"post_url": f"{self.app.url}/s3", "form_data": form, "dist_id": dist_id, "basename": basename},
+            {"post_url": f"{self._base()}/s3", "form_data": form, "dist_id": dist_id, "basename": basename},
         )
 
     def _s3(self, record: Request) -> int:

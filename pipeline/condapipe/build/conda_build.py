@@ -8,6 +8,7 @@ package paths come from `conda build --output`, and the log is streamed and kept
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -40,6 +41,42 @@ def find_conda_build() -> tuple[str, ...] | None:
     if standalone and _works((standalone,)):
         return (standalone,)
     return None
+
+
+# conda's and conda-build's error lines ("PackagesNotFoundError: The following packages ...",
+# "CondaBuildException: ...", "Error: ..."); what follows them is help text ending in a URL.
+_ERROR_LINE = re.compile(r"^(?:[A-Za-z_.]*(?:Error|Exception)|Error|ERROR|CRITICAL)\b[^:]*:\s*\S")
+
+
+def _first_list(lines: list[str]) -> list[str]:
+    """The items of the first `  - item` block (blank lines before it skipped)."""
+    items: list[str] = []
+    for line in lines:
+        text = line.strip()
+        if text.startswith("- "):
+            items.append(text[2:])
+        elif text or items:
+            break
+    return items
+
+
+def error_line(stderr: str | None, stdout: str | None) -> str:
+    """The line that names what went wrong: the first error line (stderr first), else the last
+    non-empty line; a PackagesNotFoundError also names the missing packages listed below it."""
+    for text in (stderr or "", stdout or ""):
+        lines = [line.rstrip() for line in text.splitlines()]
+        for i, line in enumerate(lines):
+            if _ERROR_LINE.match(line.strip()):
+                if "not available from current channels" in line:
+                    missing = _first_list(lines[i + 1 :])
+                    if missing:
+                        return f"{line.strip()} {', '.join(missing)}"
+                return line.strip()
+    for text in (stderr or "", stdout or ""):
+        tail = [line.strip() for line in text.splitlines() if line.strip()]
+        if tail:
+            return tail[-1]
+    return "no output"
 
 
 class CondaBuildEngine:
@@ -87,16 +124,23 @@ class CondaBuildEngine:
     def expected_packages(
         self, command: tuple[str, ...], recipe_dir: Path, options: BuildOptions
     ) -> list[Path]:
-        """Ask conda-build where the packages will land (`conda build --output`)."""
-        proc = subprocess.run(
-            self.argv(command, recipe_dir, options, output=True),
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        """Ask conda-build where the packages will land (`conda build --output`). It renders the
+        recipe and solves its build/host environments, so a missing dependency fails here: the
+        output is kept as the build log and the user sees conda's error line, not its help text."""
+        argv = self.argv(command, recipe_dir, options, output=True)
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-            raise BuildFailed(f"`conda build --output` failed for {recipe_dir}: {tail[0]}")
+            log_path = log_file_for(options, recipe_dir.resolve().name, self.name)
+            with BuildLog(log_path) as log:
+                log.write("condapipe: " + " ".join(argv))
+                log.write(proc.stdout or "")
+                log.write(proc.stderr or "")
+                log_path = log.path
+            raise BuildFailed(
+                f"`conda build --output` failed for {recipe_dir}: {error_line(proc.stderr, proc.stdout)}",
+                diagnosis=diagnose.summary(diagnose.diagnose_file(log_path)),
+                log_path=str(log_path),
+            )
         lines = [line.strip() for line in proc.stdout.splitlines()]
         paths = [Path(line) for line in lines if line.endswith(f".{options.package_format}")]
         if not paths:

@@ -154,7 +154,10 @@ class RattlerBuildEngine:
         started = time.monotonic()
         built: list[Path] = []
         with BuildLog(log_path, echo=options.echo) as log:
-            log.write(f"condapipe: rattler-build {rb.rattler_build_version()} building {recipe_path}")
+            log.write(
+                f"condapipe: rattler-build {rb.rattler_build_version()} building {recipe_path} "
+                f"(package format {package_format_arg(options)})"
+            )
             failure: Exception | None = None
             try:
                 with environment(options.env):

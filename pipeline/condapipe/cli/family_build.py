@@ -43,6 +43,7 @@ class FamilyBuild:
     force: bool = False  # build despite blocking doctor findings
     dry_run: bool = False
     as_json: bool = False
+    variant: str | None = None  # --variant ID: build only that variant of the plan
 
 
 def preflight(request: FamilyBuild) -> tuple[DoctorReport, PlanOptions]:
@@ -81,7 +82,7 @@ def _compile_cache_env(spec: BuildSpec, work_dir: Path, env: dict[str, str]) -> 
 def _print_plan(plan: Plan, rows: list[dict[str, Any]]) -> None:
     lines = [f"plan: {len(rows)} steps, channel {plan.output_dir}, work dir {plan.work_dir}"]
     for row in rows:
-        mark = "run " if row["action"] == "run" else "skip"
+        mark = {"run": "run ", "stop": "stop"}.get(row["action"], "skip")
         lines.append(f"  {mark} {row['id']}: {row['title']} — {row['why']}")
         for key, value in row["inputs"].items():
             text = value if isinstance(value, str) else str(value)
@@ -92,7 +93,10 @@ def _print_plan(plan: Plan, rows: list[dict[str, Any]]) -> None:
 
 
 def build_family(request: FamilyBuild) -> PlanResult | None:
-    """Preflight → plan → (dry run: describe) → run → report. Raises what the failing step raised."""
+    """Preflight → plan → (dry run: describe, then exit as the real run would) → run → report.
+
+    Raises what the failing step raised; a dry run raises the preflight's EnvironmentProblem (exit 3)
+    after printing the plan with its steps marked "stop", as the real run would stop there."""
     doctor, options = preflight(request)
     for finding in doctor.findings:
         if finding.level in ("warn", "block"):
@@ -100,17 +104,28 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
                 f"doctor: {finding.level}: {finding.message} (fix: {finding.fix})", soft_wrap=True
             )
     if request.dry_run:
-        plan = make_family_plan(request.spec, options)
+        plan = make_family_plan(request.spec, options, request.variant)
         rows = describe(plan)
+        stopped = bool(doctor.blocking) and not request.force
+        if stopped:  # the real run stops at preflight: none of its steps would run
+            why = "would not run: the blocking doctor finding above stops the build first (--force: build)"
+            rows = [{**row, "action": "stop", "why": why} if row["action"] == "run" else row for row in rows]
         if request.as_json:
             print_json(
-                {"dry_run": True, "doctor": doctor.to_dict(), "notes": list(plan.notes), "steps": rows}
+                {
+                    "dry_run": True,
+                    "would_stop": stopped,
+                    "doctor": doctor.to_dict(),
+                    "notes": list(plan.notes),
+                    "steps": rows,
+                }
             )
         else:
             _print_plan(plan, rows)
+        doctor.raise_if_blocking(force=request.force)  # the exit code the real run would have
         return None
     doctor.raise_if_blocking(force=request.force)
-    plan = make_family_plan(request.spec, options)
+    plan = make_family_plan(request.spec, options, request.variant)
     result: PlanResult | None = None
     error: CondapipeError | None = None
     try:

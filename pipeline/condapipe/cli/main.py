@@ -7,9 +7,14 @@ as one line (a traceback only with --debug).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import json
+import logging
+import os
 import sys
 import traceback
+from typing import Any
 
 import click
 
@@ -19,6 +24,7 @@ from condapipe.errors import CondapipeError
 # Command names, each the name of its module under condapipe.cli.commands, in --help order.
 COMMAND_MODULES: tuple[str, ...] = (
     "render",
+    "plan",
     "build",
     "index",
     "upload",
@@ -42,27 +48,80 @@ class _Group(click.Group):
             return None
         return importlib.import_module(f"condapipe.cli.commands.{cmd_name}").command
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """--debug is accepted anywhere (`condapipe verify X --debug`, as the error messages suggest):
+        moved in front of the subcommand before click parses; nothing after `--` is touched."""
+        end = args.index("--") if "--" in args else len(args)
+        head = [a for a in args[:end] if a != "--debug"]
+        if len(head) != end:
+            args = ["--debug", *head, *args[end:]]
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: click.Context) -> object:
         debug = bool(ctx.find_root().params.get("debug"))
+        as_json = _wants_json(ctx)
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+        except click.ClickException as exc:
+            if not as_json:
+                raise
+            _fail(f"error: {exc.format_message()}", exc.exit_code, debug, as_json)
+        except (click.exceptions.Exit, click.exceptions.Abort):
             raise
         except CondapipeError as exc:
-            _fail(f"error: {exc}", exc.exit_code, debug)
+            _fail(f"error: {exc}", exc.exit_code, debug, as_json)
         except KeyboardInterrupt:
-            _fail("interrupted", 130, debug)
+            _fail("interrupted", 130, debug, as_json)
         except OSError as exc:
             # A file or network problem the stage did not anticipate: still one line.
-            _fail(f"error: {exc}", 1, debug)
+            _fail(f"error: {exc}", 1, debug, as_json)
+        except RecursionError:
+            _fail("error: input nested too deeply to read", 2, debug, as_json)
         except Exception as exc:
-            _fail(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)", 1, debug)
+            message = f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)"
+            _fail(message, 1, debug, as_json)
         return None
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """The console entry point: the exit status is decided here, once the work is done.
 
-def _fail(message: str, code: int, debug: bool) -> None:
+        py-rattler 0.28 can abort the interpreter while it shuts down (PyGILState_Release,
+        SIGABRT/SIGSEGV) after work that succeeded, so once it has been loaded the process ends
+        with os._exit after flushing, never reaching the library's teardown. (CliRunner calls
+        `main()` directly, so tests in-process are unaffected.)
+        """
+        try:
+            self.main(*args, **kwargs)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            if exc.code is not None and not isinstance(exc.code, int):
+                click.echo(str(exc.code), err=True)
+        if "rattler" not in sys.modules:
+            sys.exit(code)
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(code)
+
+
+def _wants_json(ctx: click.Context) -> bool:
+    """True when the command line asked for --json (even if click could not parse the rest)."""
+    sub = [*getattr(ctx, "_protected_args", ()), *ctx.args]  # click >= 8.2 keeps the subcommand here
+    return "--json" in sub[: sub.index("--")] if "--" in sub else "--json" in sub
+
+
+def _fail(message: str, code: int, debug: bool, as_json: bool = False) -> None:
     if debug:
         traceback.print_exc()
+    from condapipe.cli.output import json_printed  # rich loads only when something failed
+
+    ctx = click.get_current_context(silent=True)
+    if as_json and not (
+        ctx is not None and json_printed(ctx)
+    ):  # scripts that asked for JSON get JSON on stdout, the line on stderr
+        click.echo(json.dumps({"error": message.removeprefix("error: "), "exit_code": code}))
     click.echo(message, err=True)
     sys.exit(code)
 

@@ -39,9 +39,20 @@ def echo_lines(target: Console = err_console) -> Callable[[str, str | None], Non
     return echo
 
 
+_JSON_PRINTED = "condapipe.json_printed"  # a key of click's per-invocation ctx.meta
+
+
 def print_json(data: Any) -> None:
     """Print JSON deterministically (sorted keys, paths as strings)."""
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.meta[_JSON_PRINTED] = True
+
+
+def json_printed(ctx: click.Context) -> bool:
+    """True when this invocation already printed its JSON result (an error then adds no second one)."""
+    return bool(ctx.meta.get(_JSON_PRINTED))
 
 
 # The conventions of DESIGN.md's CLI surface, shared so every command means the same folders.
@@ -49,11 +60,23 @@ DEFAULT_OUTPUT_DIR = Path("channel")
 DEFAULT_WORK_DIR = Path(".condapipe")
 
 
+class FolderPath(click.Path):
+    """click.Path that refuses '' and / (click turns '' into `.`, the current directory, silently)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from condapipe.safe_paths import destination
+
+        if isinstance(value, str):
+            name = param.opts[0] if param is not None and param.opts else (param.name if param else "path")
+            destination(value, name or "path")
+        return super().convert(value, param, ctx)
+
+
 def output_dir_option(help_text: str) -> Callable[[F], F]:
     """Add --output-dir (default ./channel): the local channel packages go into or come from."""
     return click.option(
         "--output-dir",
-        type=click.Path(path_type=Path, file_okay=False),
+        type=FolderPath(path_type=Path, file_okay=False),
         default=DEFAULT_OUTPUT_DIR,
         show_default=True,
         help=help_text,
@@ -64,7 +87,7 @@ def work_dir_option(help_text: str) -> Callable[[F], F]:
     """Add --work-dir (default ./.condapipe): recipes, scratch space, state and logs."""
     return click.option(
         "--work-dir",
-        type=click.Path(path_type=Path, file_okay=False),
+        type=FolderPath(path_type=Path, file_okay=False),
         default=DEFAULT_WORK_DIR,
         show_default=True,
         help=help_text,

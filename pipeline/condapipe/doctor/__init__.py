@@ -2,10 +2,10 @@
 
 Entry point: `run_doctor(spec, Machine.from_environ(work_dir))` -> DoctorReport (findings, the
 build env they imply, toolkit switches). `machine.py` holds what doctor reads, `checks.py` the
-checks, `run.py` the runner.
+checks, `run.py` the runner and `find_toolkits` (the CUDA toolkits --cuda defaults come from).
 """
 
 from condapipe.doctor.machine import Finding, Machine
-from condapipe.doctor.run import DoctorReport, run_doctor
+from condapipe.doctor.run import DoctorReport, find_toolkits, run_doctor
 
-__all__ = ["DoctorReport", "Finding", "Machine", "run_doctor"]
+__all__ = ["DoctorReport", "Finding", "Machine", "find_toolkits", "run_doctor"]

@@ -150,7 +150,8 @@ def check_gcc(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
     limits = {v.cuda: v.max_gcc for v in spec.cuda_variants if not v.is_cpu and v.max_gcc is not None}
     too_new = {c: m for c, m in limits.items() if major > m}
     if not too_new:
-        accepted = f" (nvcc {', '.join(cudas)} accept up to gcc {min(limits.values())})" if limits else ""
+        verb = "accepts" if len(cudas) == 1 else "accept"
+        accepted = f" (nvcc {', '.join(cudas)} {verb} up to gcc {min(limits.values())})" if limits else ""
         res.findings.append(Finding("gcc", "ok", f"gcc {version} at {gcc}{accepted}", data={"gcc": version}))
         return res
     for cuda, limit in too_new.items():

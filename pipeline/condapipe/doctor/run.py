@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from condapipe.doctor import checks
-from condapipe.doctor.machine import Finding, Machine
+from condapipe.doctor.machine import Finding, Machine, doctor_data
 from condapipe.errors import EnvironmentProblem
 from condapipe.spec.build_spec import BuildSpec
+from condapipe.spec.defaults import FoundToolkit
 
 
 @dataclass(frozen=True)
@@ -72,3 +73,28 @@ def run_doctor(
         env.update(result.env)
         homes.update(result.cuda_homes)
     return DoctorReport(tuple(findings), tuple(sorted(env.items())), tuple(sorted(homes.items())))
+
+
+def find_toolkits(machine: Machine) -> tuple[FoundToolkit, ...]:
+    """The CUDA toolkits this machine has: the nvcc on PATH, then each <cuda_roots>/cuda-X.Y/bin/nvcc.
+
+    What the spec stage's defaults (condapipe.spec.defaults) infer --cuda from; each version is
+    what that nvcc reports, not what its folder is called.
+    """
+    found: list[FoundToolkit] = []
+    nvcc = machine.which("nvcc")
+    version = checks.nvcc_version(nvcc, machine) if nvcc else None
+    if nvcc and version:
+        found.append(FoundToolkit(version, nvcc, on_path=True))
+    roots = sorted(machine.cuda_roots.glob("cuda-*")) if machine.cuda_roots.is_dir() else []
+    for root in roots:
+        alt = root / "bin" / "nvcc"
+        alt_version = checks.nvcc_version(str(alt), machine) if alt.is_file() else None
+        if alt_version:
+            found.append(FoundToolkit(alt_version, str(root), on_path=False))
+    return tuple(found)
+
+
+def default_target() -> str:
+    """The family `condapipe doctor` checks the machine for when no package is named (doctor.yaml)."""
+    return str(doctor_data()["default_target"])

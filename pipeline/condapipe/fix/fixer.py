@@ -22,11 +22,14 @@ from condapipe.fix.elf.patchers import RPATH, Change, PatchError, apply_change
 from condapipe.fix.elf.reader import DT_RPATH, DT_RUNPATH, ElfFile, NotElf, is_elf
 from condapipe.fix.elf.rpath import RpathRules, decide, rules_for
 from condapipe.fix.package_io import (
+    CONDA,
     PackOptions,
     Progress,
     load_paths_json,
     pack,
     package_file,
+    package_format,
+    recompress,
     unpack,
     update_paths_json,
 )
@@ -73,6 +76,10 @@ class FixReport:
     warnings: list[str] = field(default_factory=list)
     output: str | None = None
     elapsed_s: float = 0.0
+    # How the output package was written: "repacked" (a file changed), "recompressed" (a draft
+    # package nothing changed in), "copied", "unchanged" (nothing written), None (dry run).
+    written: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per phase: unpack, fix, write
 
     @property
     def changed(self) -> list[FileFix]:
@@ -99,6 +106,8 @@ class FixReport:
             "warnings": self.warnings,
             "errors": self.errors,
             "elapsed_s": round(self.elapsed_s, 3),
+            "written": self.written,
+            "timings": {k: round(v, 3) for k, v in self.timings.items()},
         }
 
 
@@ -273,23 +282,43 @@ def fix_package(
     pack_options: PackOptions | None = None,
     work_dir: Path | None = None,
     progress: Progress | None = None,
+    draft: bool = False,
 ) -> FixReport:
-    """Fix a `.conda` / `.tar.bz2`; the result replaces it atomically (or goes to `output_dir`)."""
+    """Fix a `.conda` / `.tar.bz2`; the result replaces it atomically (or goes to `output_dir`).
+
+    The output is compressed at most once: repacked when a file changed; otherwise left alone
+    (or copied to `output_dir`). With `draft` (a `.conda` its engine wrote at DRAFT_ZSTD_LEVEL so
+    that only condapipe compresses it for real) an unchanged package is recompressed at
+    `pack_options`' level instead, so the output always has that level.
+    """
     start = time.monotonic()
     path = package_file(path)
     out_path = (output_dir / path.name) if output_dir else path
+    draft = draft and package_format(path) == CONDA
     scratch_parent = work_dir or out_path.parent
     scratch_parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".condapipe-fix-", dir=scratch_parent))
     try:
         root = unpack(path, scratch / "pkg")
+        unpacked = time.monotonic()
         report = fix_prefix(root, options, prefixes=declared_prefixes(root))
+        report.timings["unpack"] = unpacked - start
+        report.timings["fix"] = time.monotonic() - unpacked
         report.target = str(path)
         if report.errors:
             raise BuildFailed(f"fix failed for {path.name}", diagnosis="; ".join(report.errors[:3]))
+        written = time.monotonic()
         if options.dry_run:
             report.output = None
-        elif report.changed or report.vendored or out_path != path:
+        elif not (report.changed or report.vendored) and (draft or out_path != path):
+            if draft:  # the tar streams as the engine wrote them, compressed once at the final level
+                recompress(path, out_path, pack_options, progress=progress)
+                report.written = "recompressed"
+            else:
+                _copy_atomic(path, out_path)
+                report.written = "copied"
+            report.output = str(out_path)
+        elif report.changed or report.vendored:
             changed = [f.path for f in report.changed]
             groups = _hard_link_groups(root, changed)
             digests = _digests(root, changed, options.workers())
@@ -302,12 +331,28 @@ def fix_package(
             update_paths_json(root, all_changed, added, digests)
             pack(root, out_path, pack_options, progress=progress)
             report.output = str(out_path)
+            report.written = "repacked"
         else:
             report.output = str(path)
+            report.written = "unchanged"
+        report.timings["write"] = time.monotonic() - written
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     report.elapsed_s = time.monotonic() - start
     return report
+
+
+def _copy_atomic(src: Path, dest: Path) -> None:
+    """Copy through a temporary sibling and a rename: `dest` is never half written."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dest)
+    except OSError as exc:
+        raise BuildFailed(f"cannot write {dest}: {exc}") from exc
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _digests(root: Path, rels: list[str], workers: int) -> dict[str, FileDigest]:
@@ -324,11 +369,16 @@ def fix_package_file(
     tag: str = RPATH,
     patcher: str = "auto",
     pack_options: PackOptions | None = None,
+    output_dir: Path | None = None,
+    draft: bool = False,
 ) -> FixReport:
-    """For the pipeline: fix one built package in place with its family's rules (atomic)."""
+    """For the pipeline: fix one built package with its family's rules, in place or into
+    `output_dir` (atomic); `draft`: see `fix_package`."""
     rules = rules_for(family).with_extra(extra_rpaths)
     return fix_package(
         Path(path),
         FixOptions(rules=rules, tag=tag, patcher=patcher, vendor=tuple(vendor)),
         pack_options=pack_options,
+        output_dir=output_dir,
+        draft=draft,
     )

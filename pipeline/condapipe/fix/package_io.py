@@ -9,42 +9,41 @@ and never held in memory. Modes, symlinks and hard links survive the round trip;
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import os
+import re
+import shutil
 import stat
 import tarfile
 import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import zstandard
-from conda_package_streaming import package_streaming
-from conda_package_streaming.extract import extract_stream
 
 from condapipe.errors import BuildFailed, UsageError
+from condapipe.fix.safe_extract import STREAM_ERRORS, iter_members, member_name, open_regular, safe_extract
 from condapipe.hashing import CHUNK, FileDigest, hash_file
 
 CONDA = ".conda"
 TAR_BZ2 = ".tar.bz2"
 PACKAGE_SUFFIXES: tuple[str, ...] = (CONDA, TAR_BZ2)
 DEFAULT_ZSTD_LEVEL = 19
+# What an engine writes a `.conda` at when condapipe compresses the final package itself (the fix
+# step always writes it once, on all cores): zstd 1 is the cheapest level both engines accept
+# (conda-build's --zstd-compression-level starts at 1; rattler-build's -7 saves little time and
+# writes about 18 % more bytes to read back).
+DRAFT_ZSTD_LEVEL = 1
 
-# What a damaged or truncated package raises while it is streamed: the zip, tar, bzip2 and zstd
-# layers (conda-package-streaming decompresses `.conda` with backports.zstd / compression.zstd,
-# not zstandard), LookupError when a `.conda` lacks the component its file name implies, and
-# NotImplementedError from zipfile for flags or methods a conda package never uses.
-READ_ERRORS: tuple[type[Exception], ...] = (
-    zipfile.BadZipFile,
-    NotImplementedError,
-    tarfile.TarError,
-    zstandard.ZstdError,
-    *((package_streaming.zstd.ZstdError,) if getattr(package_streaming, "zstd", None) else ()),
-    EOFError,
-    OSError,
-    LookupError,
-)
+# What a damaged or truncated package raises while it is streamed (zip, tar, bzip2, zstd through
+# zstandard and backports.zstd / compression.zstd, EOF): condapipe.fix.safe_extract reads every
+# package and turns these into one-line errors; the tuple stays for callers that use other readers
+# (anaconda-client's inspector). LookupError: a component the file name implies is missing.
+READ_ERRORS: tuple[type[Exception], ...] = (*STREAM_ERRORS, LookupError)
 
 
 def package_suffix(filename: str) -> str | None:
@@ -64,8 +63,12 @@ def package_file(path: Path | str) -> Path:
     """`path` checked before it is opened: a conda package name, and a regular file (FIFOs hang)."""
     path = Path(path)
     package_format(path)
-    if not path.is_file():
-        raise UsageError(f"{path}: no such package")
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        raise UsageError(f"{path}: no such package") from None
+    if not stat.S_ISREG(mode):
+        raise UsageError(f"{path}: not a regular file")
     return path
 
 
@@ -73,6 +76,9 @@ def package_stem(path: Path | str) -> str:
     """`name-version-build` (the file name without its extension)."""
     name = Path(path).name
     return name[: -len(package_format(name))]
+
+
+_INFO_MAX = 64 << 20  # an info/ file larger than this is not metadata
 
 
 def _unreadable(path: Path, exc: BaseException) -> UsageError:
@@ -112,22 +118,38 @@ class PackageInfo:
 def read_info_file(path: Path | str, member: str) -> bytes:
     """One file of the package's `info/` folder, read without unpacking the package."""
     path = package_file(path)
+    wanted = ("info",) if package_format(path) == CONDA else None
+    members = iter_members(path, wanted, drain=False)  # info/ only: the rest is checked on unpack
     try:
-        with open(path, "rb") as fh:
-            stream = package_streaming.stream_conda_component(
-                path.name, fh, component=package_streaming.CondaComponent.info
-            )
-            for tar, entry in stream:
-                if entry.name == member:
-                    extracted = tar.extractfile(entry)
-                    if extracted is None:
-                        break
-                    data = extracted.read()
-                    stream.close()
-                    return data
+        for tar, entry in members:
+            if entry.name == member:
+                extracted = tar.extractfile(entry) if entry.isreg() else None
+                if extracted is None:
+                    break
+                data = extracted.read(_INFO_MAX + 1)
+                if len(data) > _INFO_MAX:
+                    raise UsageError(f"{path}: {member} is larger than {_INFO_MAX >> 20} MiB")
+                return data
+    except UsageError:
+        raise
     except READ_ERRORS as exc:
         raise _unreadable(path, exc) from exc
+    finally:
+        members.close()
     raise UsageError(f"{path}: package has no {member}")
+
+
+def info_names(path: Path | str, under: str = "info/") -> list[str]:
+    """Names of the regular files under `under` in the package's info/ folder (one pass, no unpack)."""
+    path = package_file(path)
+    wanted = ("info",) if package_format(path) == CONDA else None
+    members = iter_members(path, wanted, drain=False)
+    try:
+        return sorted(entry.name for _tar, entry in members if entry.isreg() and entry.name.startswith(under))
+    except READ_ERRORS as exc:
+        raise _unreadable(path, exc) from exc
+    finally:
+        members.close()
 
 
 def read_index(path: Path | str) -> dict[str, Any]:
@@ -140,7 +162,8 @@ def load_index(root: Path) -> dict[str, Any]:
     index_file = root / "info" / "index.json"
     if not index_file.is_file():
         raise UsageError(f"{root}: not a conda package (no info/index.json)")
-    return _parse_index(index_file.read_bytes(), root)
+    with open_regular(index_file) as fh:
+        return _parse_index(fh.read(_INFO_MAX + 1), root)
 
 
 def _parse_index(raw: bytes, where: Path | str) -> dict[str, Any]:
@@ -156,55 +179,72 @@ def _parse_index(raw: bytes, where: Path | str) -> dict[str, Any]:
 def read_package_info(path: Path | str) -> PackageInfo:
     """Identity, subdir and dependencies of a package file, from its `info/index.json`."""
     path = Path(path)
-    index = read_index(path)
+    return package_info_from_index(read_index(path), path)
+
+
+def package_info_from_index(index: dict[str, Any], path: Path) -> PackageInfo:
+    """The checked identity in an `info/index.json`: every field a channel turns into a file name."""
     if not all(isinstance(index.get(k), str) for k in ("name", "version")):
         raise UsageError(f"{path}: info/index.json lacks name/version")
     subdir = index.get("subdir") or ("noarch" if index.get("arch") is None else None)
     if not subdir:
         raise UsageError(f"{path}: info/index.json has no subdir")
-    try:
-        build_number = int(index.get("build_number", 0))
-    except (TypeError, ValueError):
-        raise UsageError(f"{path}: info/index.json has a build_number that is not a number") from None
+    build_number = index.get("build_number", 0)
+    if isinstance(build_number, bool) or not isinstance(build_number, int) or not 0 <= build_number < 2**31:
+        raise UsageError(f"{path}: info/index.json has a build_number that is not a number")
+    build = str(index.get("build", "0"))
+    depends = index.get("depends") or []
+    if not isinstance(depends, list) or not all(isinstance(d, str) for d in depends):
+        raise UsageError(f"{path}: info/index.json depends is not a list of strings")
+    # These become file names in a channel: nothing that could name another folder.
+    for key, value in (("name", index["name"]), ("version", index["version"]), ("build", build)):
+        if not _SAFE_FIELD.fullmatch(value):
+            raise UsageError(f"{path}: info/index.json {key} {value!r} is not a valid conda {key}")
+    if not isinstance(subdir, str) or not _SAFE_SUBDIR.fullmatch(subdir):
+        raise UsageError(f"{path}: info/index.json subdir {subdir!r} is not a platform subdir")
     return PackageInfo(
         path=path,
         name=index["name"],
         version=index["version"],
-        build=str(index.get("build", "0")),
+        build=build,
         build_number=build_number,
         subdir=subdir,
-        depends=tuple(index.get("depends") or ()),
+        depends=tuple(depends),
     )
+
+
+_SAFE_FIELD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+!-]{0,199}")
+_SAFE_SUBDIR = re.compile(r"noarch|[a-z0-9]+-[a-z0-9_]+")
 
 
 def unpack(path: Path | str, dest: Path | str) -> Path:
-    """Extract every member of the package into `dest` (created); returns `dest`."""
-    path, dest = package_file(path), Path(dest)
-    fmt = package_format(path)
-    dest.mkdir(parents=True, exist_ok=True)
-    components = (
-        [package_streaming.CondaComponent.pkg, package_streaming.CondaComponent.info]
-        if fmt == CONDA
-        else [package_streaming.CondaComponent.pkg]
-    )
-    try:
-        with open(path, "rb") as fh:
-            for component in components:
-                stream = package_streaming.stream_conda_component(path.name, fh, component=component)
-                extract_stream(stream, dest, tar_filter="tar")
-    except READ_ERRORS as exc:
-        raise _unreadable(path, exc) from exc
-    return dest
+    """Extract every member of the package into `dest` (created) under condapipe.fix.safe_extract's
+    rules (no member leaves `dest`, only files, folders and links, bounded size); returns `dest`."""
+    return safe_extract(package_file(path), Path(dest))
 
 
 # -- hashing and paths.json ---------------------------------------------------------------
 
 
 def load_paths_json(root: Path) -> dict[str, Any]:
+    """`info/paths.json`, checked: a list of entries whose `_path` stays inside the package."""
     pj = root / "info" / "paths.json"
     if not pj.is_file():
         raise UsageError(f"{root}: package has no info/paths.json")
-    return json.loads(pj.read_text())
+    try:
+        with open_regular(pj) as fh:
+            data = json.loads(fh.read())
+    except ValueError:  # JSONDecodeError, or bytes that are not UTF-8
+        raise UsageError(f"{root}: info/paths.json is not valid JSON") from None
+    paths = data.get("paths") if isinstance(data, dict) else None
+    if not isinstance(paths, list) or not all(
+        isinstance(e, dict) and isinstance(e.get("_path"), str) for e in paths
+    ):
+        raise UsageError(f"{root}: info/paths.json has no list of entries with a `_path`")
+    for entry in paths:
+        if member_name(root, entry["_path"]) != entry["_path"]:
+            raise UsageError(f"{root}: info/paths.json lists {entry['_path']!r}, not a package path")
+    return data
 
 
 def update_paths_json(
@@ -307,6 +347,11 @@ _BASE_MIB = 256  # interpreter, tar and zip buffers, zstd job queue (measured: 2
 _LEAN_CHAIN_LOG = 22
 _LEAN_HASH_LOG = 20
 _LEAN_JOB_BYTES = 8 << 20
+# Each job re-reads the tail of the previous one into its match finder. zstd's default for level 19
+# is a whole window (8 MiB) per 8 MiB job, which doubles the match-finding work; 2^6/2^9 of the
+# window (1 MiB) measured 1.4x faster for +1.0 % output (64 MiB of bench/fix_bench.py data, level
+# 19): at 3.4 GB on 16 cores the default overlap had only matched `zstd -T0 -19` (0.99x).
+_LEAN_OVERLAP_LOG = 6
 
 
 def _lean_parameters(level: int, threads: int) -> zstandard.ZstdCompressionParameters:
@@ -321,6 +366,7 @@ def _lean_parameters(level: int, threads: int) -> zstandard.ZstdCompressionParam
         strategy=std.strategy,
         threads=threads,
         job_size=_LEAN_JOB_BYTES if threads > 1 else 0,
+        overlap_log=_LEAN_OVERLAP_LOG if threads > 1 else 0,
     )
 
 
@@ -435,3 +481,75 @@ def _pack_conda(
                 tarfile.TarFile(fileobj=zw, mode="w", format=tarfile.PAX_FORMAT) as tar,
             ):
                 _add_all(tar, root, names, *report)
+
+
+def recompress(
+    path: Path, out_path: Path, options: PackOptions | None = None, *, progress: Progress | None = None
+) -> Path:
+    """Rewrite a `.conda` at `options`' zstd level with its tar streams byte for byte unchanged.
+
+    For a package an engine wrote at DRAFT_ZSTD_LEVEL that a fix left alone: one decompress ->
+    compress pass per component, straight from zip member to zip member, with no tar to rebuild
+    and nothing unpacked — every file, mode, link and timestamp stays as the engine wrote it.
+    Written atomically, like `pack`; `progress` gets compressed bytes read and their total.
+    """
+    options = options or PackOptions()
+    path = package_file(path)
+    if package_format(path) != CONDA or package_format(out_path) != CONDA:
+        raise UsageError(f"{path}: only a .conda package can be recompressed into a .conda")
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_path.with_name(f".{out_path.name}.tmp-{os.getpid()}")
+    try:
+        with open_regular(path) as fh, zipfile.ZipFile(fh) as src:
+            streams = [i for i in src.infolist() if i.filename.endswith(".tar.zst")]
+            total = sum(i.compress_size for i in streams)
+            with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as dst:
+                for item in src.infolist():
+                    zinfo = zipfile.ZipInfo(item.filename, date_time=item.date_time)
+                    zinfo.external_attr = item.external_attr
+                    with src.open(item) as raw, dst.open(zinfo, "w", force_zip64=True) as out:
+                        if item in streams:
+                            _transcode(raw, out, options, progress, total)
+                        else:
+                            shutil.copyfileobj(raw, out, CHUNK)
+        os.replace(tmp, out_path)
+    except UsageError:
+        raise
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS, errno.EPERM):
+            raise BuildFailed(f"cannot write {out_path}: {exc}") from exc
+        raise _unreadable(path, exc) from exc
+    except READ_ERRORS as exc:
+        raise _unreadable(path, exc) from exc
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out_path
+
+
+def _transcode(
+    raw: IO[bytes], out: IO[bytes], options: PackOptions, progress: Progress | None, total: int
+) -> None:
+    """One zstd stream decompressed and compressed again at `options`' level (checksums checked)."""
+    counted: IO[bytes] = _Counting(raw, progress, total) if progress else raw
+    reader = zstandard.ZstdDecompressor().stream_reader(counted, read_across_frames=True, closefd=False)
+    cctx = zstandard.ZstdCompressor(compression_params=options.zstd_parameters())
+    with cctx.stream_writer(out, closefd=False) as writer:
+        while chunk := reader.read(CHUNK * 16):
+            writer.write(chunk)
+
+
+class _Counting(io.RawIOBase):
+    """A reader that reports the bytes read through it (recompress's progress)."""
+
+    def __init__(self, raw: IO[bytes], progress: Progress, total: int) -> None:
+        self.raw, self.progress, self.total = raw, progress, total
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.raw.read(len(buffer))
+        buffer[: len(data)] = data
+        if data:
+            self.progress(len(data), self.total)
+        return len(data)

@@ -243,8 +243,16 @@ def recipe_name(recipe_dir: Path) -> str:
     return recipe_dir.resolve().name
 
 
-def recipe_jobs(recipe_dirs: Sequence[Path], prerequisites: Sequence[Path] = ()) -> list[Job]:
-    """Jobs for recipe directories, in order: each consumes every package published before it."""
+def recipe_jobs(
+    recipe_dirs: Sequence[Path],
+    prerequisites: Sequence[Path] = (),
+    *,
+    pythons: tuple[str, ...] = (),
+    platform: str | None = None,
+) -> list[Job]:
+    """Jobs for recipe directories, in order: each consumes every package published before it.
+
+    `pythons` / `platform` (`condapipe build DIR --python/--platform`) apply to `recipe_dirs`."""
     jobs: list[Job] = []
     for d in (*prerequisites, *recipe_dirs):
         if not d.is_dir():
@@ -253,7 +261,10 @@ def recipe_jobs(recipe_dirs: Sequence[Path], prerequisites: Sequence[Path] = ())
         jobs.append(Job(recipe_name(d), recipe_name(d), recipe_dir=d.resolve(), prerequisite=True))
     for d in recipe_dirs:
         label = recipe_name(d)
-        jobs.append(Job(label, label, recipe_dir=d.resolve(), needs_jobs=tuple(j.label for j in jobs)))
+        needs = tuple(j.label for j in jobs)
+        jobs.append(
+            Job(label, label, recipe_dir=d.resolve(), needs_jobs=needs, pythons=pythons, platform=platform)
+        )
     labels = [j.label for j in jobs]
     if len(set(labels)) != len(labels):
         raise UsageError(f"two recipes build the same package: {', '.join(labels)}")
@@ -286,17 +297,40 @@ def make_plan_for_jobs(jobs: Sequence[Job], options: PlanOptions, request: dict[
     return Plan(tuple(steps), options.work_dir, options.output_dir, request, tuple(notes))
 
 
-def make_family_plan(spec: BuildSpec, options: PlanOptions) -> Plan:
-    """The plan for `condapipe build <family>`: prerequisites, then each variant."""
+def select_variant(jobs: Sequence[Job], variant: str | None) -> list[Job]:
+    """Only the job whose label is `variant` (`condapipe build --variant ID`), or all jobs for None.
+
+    The label is the variant's ID (stable: made from the package, version, CUDA and Python only).
+    A selected job's prerequisites are not built with it: their packages come from a channel in
+    use (`--channel`, e.g. the artifact of the CI job that built them)."""
+    if variant is None:
+        return list(jobs)
+    chosen = [dataclasses.replace(job, needs_jobs=()) for job in jobs if job.label == variant]
+    if not chosen:
+        valid = ", ".join(job.label for job in jobs)
+        raise UsageError(f"--variant {variant}: not a variant of this plan; valid: {valid}")
+    return chosen
+
+
+def make_family_plan(spec: BuildSpec, options: PlanOptions, variant: str | None = None) -> Plan:
+    """The plan for `condapipe build <family>`: prerequisites, then each variant (or only `variant`)."""
     request = {"package": spec.package, "spec": spec_inputs(spec)}
-    return make_plan_for_jobs(family_jobs(spec), options, request)
+    if variant is not None:
+        request["variant"] = variant
+    return make_plan_for_jobs(select_variant(family_jobs(spec), variant), options, request)
 
 
 def make_recipe_plan(
-    recipe_dirs: Sequence[Path], options: PlanOptions, *, prerequisites: Sequence[Path] = ()
+    recipe_dirs: Sequence[Path],
+    options: PlanOptions,
+    *,
+    prerequisites: Sequence[Path] = (),
+    pythons: tuple[str, ...] = (),
+    platform: str | None = None,
 ) -> Plan:
-    """The plan for recipe directories (each published before the next is built)."""
-    jobs = recipe_jobs(recipe_dirs, prerequisites)
+    """The plan for recipe directories (each published before the next is built): `condapipe build
+    DIR` — the same build -> fix -> verify -> test -> publish chain as a family's variants."""
+    jobs = recipe_jobs(recipe_dirs, prerequisites, pythons=pythons, platform=platform)
     request = {"recipes": [str(d) for d in recipe_dirs], "prerequisites": [str(d) for d in prerequisites]}
     return make_plan_for_jobs(jobs, options, request)
 
@@ -336,7 +370,7 @@ def _job_steps(job: Job, options: PlanOptions, skip: str | None, skipped_jobs: s
         recipe_input = {"recipe_dir": str(job.recipe_dir), "recipe": tree_digest(job.recipe_dir)}
     build_needs += [f"publish:{n}" for n in job.needs_jobs if n not in skipped_jobs]
     archs = job.spec.cuda_variants[0].archs if job.spec and job.spec.cuda_variants else None
-    pythons = job.spec.pythons if job.spec else ()
+    pythons = job.spec.pythons if job.spec else job.pythons
     engine = _engine_name(job, options)
     dso_allowlist = _dso_allowlist(job)
     build_inputs = {
@@ -344,7 +378,8 @@ def _job_steps(job: Job, options: PlanOptions, skip: str | None, skipped_jobs: s
         "engine": engine,
         "channels": [str(options.output_dir.resolve()), *options.channels],
         "package_format": options.package_format,
-        "compression_level": options.compression_level,
+        # What the engine packs at (a draft level for .conda): the final level is the fix step's.
+        "compression_level": act.engine_compression_level(options),
         "pythons": list(pythons),
         "platform": job.platform,
     }
@@ -365,8 +400,8 @@ def _job_steps(job: Job, options: PlanOptions, skip: str | None, skipped_jobs: s
             id=f"fix:{label}",
             kind="fix",
             title="fix rpaths and vendored libraries",
-            inputs={"code": code_digest("fix")},
-            action=act.fix_action(f"build:{label}", job.spec.package if job.spec else None),
+            inputs={"code": code_digest("fix"), "compression": list(act.final_compression(options))},
+            action=act.fix_action(f"build:{label}", job.spec.package if job.spec else None, options),
             needs=(f"build:{label}",),
             skip_reason=skip,
             package=label,
@@ -382,7 +417,7 @@ def _job_steps(job: Job, options: PlanOptions, skip: str | None, skipped_jobs: s
                 "archs": archs.torch_arch_list() if archs else None,
                 "allowed_missing": list(dso_allowlist),
             },
-            action=act.verify_action(f"fix:{label}", archs, dso_allowlist),
+            action=act.verify_action(f"fix:{label}", archs, dso_allowlist, _local_channels(options)),
             needs=(f"fix:{label}",),
             skip_reason=skip,
             package=label,
@@ -415,6 +450,12 @@ def _job_steps(job: Job, options: PlanOptions, skip: str | None, skipped_jobs: s
         )
     )
     return steps
+
+
+def _local_channels(options: PlanOptions) -> tuple[Path, ...]:
+    """The output channel and the local -c folders: where run dependencies built earlier live."""
+    local = [Path(c) for c in options.channels if "://" not in c and Path(c).is_dir()]
+    return tuple(dict.fromkeys(p.resolve() for p in (options.output_dir, *local)))
 
 
 def _dso_allowlist(job: Job) -> tuple[str, ...]:

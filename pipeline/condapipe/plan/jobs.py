@@ -44,3 +44,4 @@ class Job:
     prerequisite: bool = False  # built only when no channel in use has `name`
     needs_jobs: tuple[str, ...] = ()  # labels of jobs whose published packages this build consumes
     platform: str | None = None
+    pythons: tuple[str, ...] = ()  # a recipe directory's --python variants (a spec carries its own)

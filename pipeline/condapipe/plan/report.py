@@ -151,24 +151,55 @@ def write_report(report: dict[str, Any], work_dir: Path) -> tuple[Path, Path]:
     return json_path, md_path
 
 
+def _in_channel(path: str, channel: str) -> str:
+    """ "linux-64/pytorch-….conda" for a package inside the channel, else the path as given."""
+    try:
+        return str(Path(path).relative_to(channel))
+    except ValueError:
+        return path
+
+
+def _print_packages(report: dict[str, Any], console: Console) -> None:
+    """The packages built: a table when the terminal fits the whole file names, else one block per
+    package with its name on a line of its own: the file name is what users copy, never cut."""
+    rows = [
+        (
+            _in_channel(p["path"], report["channel"]),
+            _size(p["size"]),
+            p["archs"] or "-",
+            "ok" if p["verify"]["ok"] else "FAILED",
+            str(p["tests"] or "-"),
+        )
+        for p in report["package_details"]
+    ]
+    title = f"packages (in {report['channel']})"
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    if sum(max(w, 7) for w in widths) + 16 <= console.width:  # 16: the borders and padding of 5 columns
+        table = Table(title=title)
+        for col in ("package", "size", "archs", "verify", "tests"):
+            table.add_column(col, no_wrap=True)
+        for row in rows:
+            table.add_row(*(Text(c) for c in row))
+        console.print(table)
+        return
+    lines = [f"{title}:"]
+    for name, size, archs, verdict, tests in rows:
+        lines += [f"  {name}", f"      {size}  verify {verdict}  tests {tests}  archs {archs}"]
+    for line in lines:
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
+
+
 def print_summary(report: dict[str, Any], console: Console, paths: tuple[Path, Path] | None = None) -> None:
     """The final table: steps, packages, and how to install them."""
     steps = Table(title=f"condapipe: {'done' if report['ok'] else 'FAILED'} in {report['seconds']:.1f} s")
     for col in ("step", "status", "time", "why"):
-        steps.add_column(col, justify="right" if col == "time" else "left")
+        steps.add_column(col, justify="right" if col == "time" else "left", no_wrap=col == "step")
     for s in report["steps"]:
         why = s["error"] or s["reason"]
         steps.add_row(Text(s["id"]), Text(s["status"]), f"{s['seconds']:.1f}s", Text(why))
     console.print(steps)
     if report["package_details"]:
-        pkgs = Table(title="packages")
-        for col in ("package", "size", "archs", "verify", "tests"):
-            pkgs.add_column(col)
-        for p in report["package_details"]:
-            verdict = "ok" if p["verify"]["ok"] else "FAILED"
-            cells = (p["path"], _size(p["size"]), p["archs"] or "-", verdict, str(p["tests"] or "-"))
-            pkgs.add_row(*(Text(c) for c in cells))
-        console.print(pkgs)
+        _print_packages(report, console)
     lines = [f"prerequisite {note}" for note in report["prerequisites_from_channels"]]
     lines.append(f"channel: {report['channel']}")
     if report["install"]:

@@ -9,7 +9,6 @@ and an unchanged rerun never pay for loading them.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -63,9 +62,9 @@ def build_action(job: Job, options: PlanOptions) -> Action:
             output_dir=ctx.step_dir / "out",
             work_dir=options.work_dir,
             channels=(str(options.output_dir.resolve()), *options.channels),
-            pythons=job.spec.pythons if job.spec else (),
+            pythons=job.spec.pythons if job.spec else job.pythons,
             package_format=options.package_format,
-            compression_level=options.compression_level,
+            compression_level=engine_compression_level(options),
             # The engine tests the package as built; the test step tests it again after fix (what
             # gets published), so a failure only after fix points at the fixer.
             run_tests=options.run_tests,
@@ -103,34 +102,102 @@ def build_env(job: Job, options: PlanOptions) -> dict[str, str]:
     return env
 
 
-def fix_action(build_step: str, family: str | None) -> Action:
+def engine_compression_level(options: PlanOptions) -> int | None:
+    """The level the engine packs at. A `.conda` is compressed for real only once, by the fix step
+    on all cores, so its engine writes the cheapest level; a `.tar.bz2` is written at the final
+    level by the engine (bzip2's level barely changes its speed) and left alone when unchanged."""
+    if options.package_format == "conda":
+        from condapipe.fix.package_io import DRAFT_ZSTD_LEVEL
+
+        return DRAFT_ZSTD_LEVEL
+    return options.compression_level
+
+
+def final_compression(options: PlanOptions) -> tuple[str, int]:
+    """The published package's format and level: the user's --compression-level, else the default."""
+    from condapipe.fix.package_io import DEFAULT_ZSTD_LEVEL, PackOptions
+
+    default = DEFAULT_ZSTD_LEVEL if options.package_format == "conda" else PackOptions().bz2_level
+    return options.package_format, options.compression_level or default
+
+
+def fix_action(build_step: str, family: str | None, options: PlanOptions) -> Action:
     def run(ctx: StepContext) -> StepOutcome:
         from condapipe.fix.fixer import fix_package_file
+        from condapipe.fix.package_io import PackOptions
 
+        fmt, level = final_compression(options)
+        pack = PackOptions(zstd_level=level) if fmt == "conda" else PackOptions(bz2_level=level)
+        # An engine that packed at DRAFT_ZSTD_LEVEL leaves the real compression to this step.
+        draft = fmt == "conda" and engine_compression_level(options) != level
         fixed: list[Path] = []
         summaries = {}
         for pkg in _packages(ctx, build_step):
-            # Fix a copy: the engine's output stays as built, so a rerun of fix starts from it.
-            out = ctx.step_dir / pkg.parent.name / pkg.name
-            out.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(pkg, out)
-            report = fix_package_file(out, family=family)
+            # The engine's output stays as built (a rerun of fix starts from it); the fixed package
+            # is written into this step's folder: repacked, recompressed or copied, never twice.
+            report = fix_package_file(
+                pkg, family=family, pack_options=pack, output_dir=ctx.step_dir / pkg.parent.name, draft=draft
+            )
             changed = len(report.changed)
-            ctx.log.write(f"fixed {pkg.name}: {changed} ELF files rewritten, {len(report.vendored)} vendored")
-            summaries[pkg.name] = {"changed": changed, "vendored": len(report.vendored)}
-            fixed.append(out)
-        return StepOutcome(files=tuple(fixed), data={"fix": summaries})
+            phases = ", ".join(f"{k} {v:.1f} s" for k, v in report.timings.items())
+            ctx.log.write(
+                f"fixed {pkg.name}: {changed} ELF files rewritten, {len(report.vendored)} vendored; "
+                f"{report.written} ({fmt} level {level}); {phases}"
+            )
+            summaries[pkg.name] = {
+                "changed": changed,
+                "vendored": len(report.vendored),
+                "written": report.written,
+                "timings": {k: round(v, 3) for k, v in report.timings.items()},
+            }
+            fixed.append(Path(report.output or ctx.step_dir / pkg.parent.name / pkg.name))
+        return StepOutcome(files=tuple(fixed), data={"fix": summaries, "compression": [fmt, level]})
 
     return run
 
 
-def verify_action(fix_step: str, archs: ArchList | None, dso_allowlist: tuple[str, ...] = ()) -> Action:
+def local_dependency_libs(pkg: Path, channels: tuple[Path, ...]) -> tuple[str, ...]:
+    """Shared-library names shipped by the package's run dependencies found in local channels.
+
+    A recipe directory's package links libraries of packages published earlier into the same
+    channel (its own library recipe, a prerequisite): those count as provided, like the
+    dependencies condapipe.data's linkage table knows.
+    """
+    import json
+    import re
+
+    from condapipe.fix.package_io import package_stem, package_suffix, read_info_file, read_package_info
+
+    info = read_package_info(pkg)
+    names = {re.split(r"[\s<>=!~]", spec.strip(), maxsplit=1)[0] for spec in info.depends}
+    libs: set[str] = set()
+    for channel in channels:
+        for subdir in dict.fromkeys((info.subdir, "noarch")):
+            folder = channel / subdir
+            found = sorted(folder.iterdir()) if folder.is_dir() else []
+            for dep in found:
+                if not package_suffix(dep.name) or package_stem(dep).rsplit("-", 2)[0] not in names:
+                    continue
+                for entry in json.loads(read_info_file(dep, "info/paths.json")).get("paths", []):
+                    base = str(entry.get("_path", "")).rsplit("/", 1)[-1]
+                    if ".so" in base:
+                        libs.add(base)
+    return tuple(sorted(libs))
+
+
+def verify_action(
+    fix_step: str,
+    archs: ArchList | None,
+    dso_allowlist: tuple[str, ...] = (),
+    local_channels: tuple[Path, ...] = (),
+) -> Action:
     def run(ctx: StepContext) -> StepOutcome:
         from condapipe.verify.verifier import verify_package
 
         reports = {}
         for pkg in _packages(ctx, fix_step):
-            report = verify_package(pkg, archs=archs, dep_libs=dso_allowlist)
+            provided = local_dependency_libs(pkg, local_channels) if local_channels else ()
+            report = verify_package(pkg, archs=archs, dep_libs=(*dso_allowlist, *provided))
             reports[pkg.name] = report.to_dict()
             for line in report.errors:
                 ctx.log.write(f"{pkg.name}: ERROR {line}")
@@ -159,8 +226,7 @@ def test_action(fix_step: str, options: PlanOptions) -> Action:
         for pkg in _packages(ctx, fix_step):
             package = rattler_build.Package.from_file(str(pkg))
             if not package.test_count:
-                ctx.log.write(f"{pkg.name}: the package carries no tests")
-                results[pkg.name] = "no tests"
+                results[pkg.name] = _run_conda_build_tests(ctx, pkg, channels)
                 continue
             try:
                 outcomes = package.run_tests(channel=channels)
@@ -177,6 +243,46 @@ def test_action(fix_step: str, options: PlanOptions) -> Action:
         return StepOutcome(data={"tests": results})
 
     return run
+
+
+# The test scripts conda-build writes into a package's info/test/ (conda_build/create_test.py:
+# test/commands go into run_test.sh, test/imports into run_test.py; test/requires into
+# test_time_dependencies.json), which rattler-build's Package API does not count.
+CONDA_BUILD_TEST_SCRIPTS = ("run_test.sh", "run_test.py", "run_test.pl", "run_test.lua", "run_test.r")
+
+
+def _run_conda_build_tests(ctx: StepContext, pkg: Path, channels: list[str]) -> str:
+    """Run a conda-build (v0) package's info/test/ scripts in a fresh env, as `conda build --test`
+    does; rattler-build's test runner executes them (its legacy-test path)."""
+    import json
+    import warnings
+
+    import rattler_build
+    from rattler_build.cli_api import test_package
+
+    from condapipe.fix.package_io import info_names, read_info_file
+
+    names = info_names(pkg, "info/test/")
+    scripts = [n.rsplit("/", 1)[1] for n in names if n.rsplit("/", 1)[1] in CONDA_BUILD_TEST_SCRIPTS]
+    if not scripts:
+        ctx.log.write(f"{pkg.name}: the package carries no tests")
+        return "no tests"
+    ctx.log.write(f"{pkg.name}: conda-build tests in info/test: {', '.join(scripts)}")
+    try:
+        with warnings.catch_warnings():  # the package-file entry point is the one that runs info/test
+            warnings.simplefilter("ignore", DeprecationWarning)
+            test_package(str(pkg), channel=channels)
+    except rattler_build.RattlerBuildError as exc:
+        ctx.log.write(str(exc))
+        why = str(exc).splitlines()[0] if str(exc) else "error"
+        if "setup test environment" in why and "info/test/test_time_dependencies.json" in names:
+            requires = json.loads(read_info_file(pkg, "info/test/test_time_dependencies.json"))
+            why += f" (test requires {', '.join(map(str, requires))}: in none of the channels?)"
+        raise BuildFailed(
+            f"conda-build tests ({', '.join(scripts)}) of {pkg.name} failed: {why}",
+            log_path=str(ctx.log.path),
+        ) from None
+    return f"{len(scripts)} passed"
 
 
 def publish_action(fix_step: str, options: PlanOptions) -> Action:

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import base64
 import enum
+import hashlib
+import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +30,9 @@ from condapipe.publish.tokens import Token, redact
 DEFAULT_SITE_URL = "https://api.anaconda.org"
 API_TIMEOUT_S = 60.0
 STORAGE_TIMEOUT_S = (30.0, 3600.0)  # connect, read: the storage answers only after the whole body
+# Seconds before a silent API or storage connection counts as failed (and is retried). The default
+# suits anaconda.org; fault-injection runs set it low so stalls resolve fast.
+TIMEOUT_ENV = "CONDAPIPE_UPLOAD_TIMEOUT"
 
 
 class Failure(str, enum.Enum):
@@ -40,6 +46,7 @@ class Failure(str, enum.Enum):
     SERVER = "server"  # 5xx
     NETWORK = "network"  # reset, refused, timeout
     STORAGE = "storage"  # the file upload was rejected (bad digest, expired policy, ...)
+    STALE = "stale"  # the server forgot our stage (commit: "Invalid dist_id"): start the file over
     CLIENT = "client"  # a local error (unreadable file, library misuse): retrying cannot help
 
     @property
@@ -94,6 +101,22 @@ def classify(exc: BaseException, token: Token | None, step: str) -> ApiError:
     if isinstance(exc, requests.RequestException):
         return ApiError(Failure.NETWORK, f"{step}: {type(exc).__name__}")
     return ApiError(Failure.CLIENT, redact(f"{step}: {type(exc).__name__}: {exc}", [token]))
+
+
+def timeout_from_env(environ: dict[str, str] | None = None) -> float | None:
+    """$CONDAPIPE_UPLOAD_TIMEOUT as seconds (None when unset); a bad value is a usage error."""
+    from condapipe.errors import UsageError
+
+    raw = (os.environ if environ is None else environ).get(TIMEOUT_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0 or value > 86400:
+        raise UsageError(f"${TIMEOUT_ENV}={raw!r}: expected seconds, a number > 0 and <= 86400")
+    return value
 
 
 def _transport_errors() -> tuple[type[Exception], ...]:
@@ -170,10 +193,12 @@ class StageTicket:
 class AnacondaSite:
     """One anaconda.org-compatible API site with one token; every method raises ApiError."""
 
-    def __init__(self, site_url: str, token: Token | None, *, timeout: float = API_TIMEOUT_S) -> None:
+    def __init__(self, site_url: str, token: Token | None, *, timeout: float | None = None) -> None:
         self.site_url = normalize_site_url(site_url)
         self.token = token
-        self.timeout = timeout
+        self.timeout = API_TIMEOUT_S if timeout is None else timeout
+        # The storage POST may legitimately take long; only an explicit timeout shortens it.
+        self.storage_timeout = STORAGE_TIMEOUT_S if timeout is None else (timeout, timeout)
         self._api = self.fresh_api()
 
     def fresh_api(self) -> Any:
@@ -198,7 +223,17 @@ class AnacondaSite:
             raise classify(exc, self.token, step) from None
 
     def check_server(self) -> None:
-        self._call("server check", self._api.check_server)
+        """HEAD / (anaconda-client's check_server), with the status kept so 5xx is retried, 404 not."""
+
+        def head() -> None:
+            res = self._api.session.head(self.site_url)
+            if res.status_code == 404:
+                raise ApiError(
+                    Failure.NOT_FOUND, "server check: no anaconda.org API at this URL (HEAD / -> 404)", 404
+                )
+            self._api._check_response(res)
+
+        self._call("server check", head)
 
     def whoami(self) -> str:
         """The login the token belongs to (GET /user): proves the token is valid."""
@@ -228,46 +263,111 @@ class AnacondaSite:
     def remove_dist(self, owner: str, meta: AnacondaMeta) -> None:
         self._call("remove", lambda: self._api.remove_dist(owner, meta.name, meta.version, meta.basename))
 
-    def ensure_package(self, owner: str, meta: AnacondaMeta) -> bool:
-        """Create the package entry when missing; True when this call created it."""
-        try:
-            self._call("package lookup", lambda: self._api.package(owner, meta.name))
-            return False
-        except ApiError as err:
-            if err.kind is not Failure.NOT_FOUND:
-                raise
-        from binstar_client.utils.config import PackageType
+    def add_label(self, owner: str, meta: AnacondaMeta, label: str) -> None:
+        """POST /channels/OWNER/LABEL {package, version, basename} -> 201: label a file already there.
 
-        attrs = meta.package_attrs
+        The call `anaconda label`/binstar_client's ChannelsMixin.add_channel makes (labels were
+        called channels); it is idempotent, so a retry after a lost answer is harmless."""
         self._call(
-            "package create",
-            lambda: self._api.add_package(
-                owner,
-                meta.name,
-                attrs.get("summary"),
-                attrs.get("license"),
-                public=True,
-                attrs=attrs,
-                license_url=attrs.get("license_url"),
-                license_family=attrs.get("license_family"),
-                package_type=PackageType.CONDA,
+            "add label",
+            lambda: self._api.add_channel(
+                label, owner, package=meta.name, version=meta.version, filename=meta.basename
             ),
         )
+
+    def download_dist(self, owner: str, meta: AnacondaMeta, dest: Path, sha256: str) -> None:
+        """Save the server's copy of a file to dest (GET /download -> 302 -> storage), sha256 checked.
+
+        binstar_client's download(): the storage URL is fetched without the API headers."""
+
+        def fetch() -> None:
+            url = f"{self.site_url}/download/{owner}/{meta.name}/{meta.version}/{quote(meta.basename)}"
+            res = self._api.session.get(url, allow_redirects=False, stream=True)
+            if res.status_code == 302:
+                res.close()
+                res = requests.get(res.headers["location"], stream=True, timeout=self.storage_timeout)
+            self._api._check_response(res, allowed=[200])
+            digest = hashlib.sha256()
+            tmp = dest.with_name(dest.name + ".part")
+            with res, tmp.open("wb") as fh:
+                for chunk in res.iter_content(1 << 20):
+                    digest.update(chunk)
+                    fh.write(chunk)
+            if sha256 and digest.hexdigest() != sha256:
+                tmp.unlink(missing_ok=True)
+                raise ApiError(
+                    Failure.STORAGE, "backup download: the bytes received do not match the server's sha256"
+                )
+            os.replace(tmp, dest)
+
+        self._call("backup download", fetch)
+
+    def ensure_package(self, owner: str, meta: AnacondaMeta) -> bool:
+        """Create the package entry when missing; True when this call created it."""
+        if self.package_exists(owner, meta):
+            return False
+        self.create_package(owner, meta)
         return True
 
     def ensure_release(self, owner: str, meta: AnacondaMeta) -> bool:
         """Create the release (version) entry when missing; True when this call created it."""
+        if self.release_exists(owner, meta):
+            return False
+        self.create_release(owner, meta)
+        return True
+
+    # One request each, so that a caller retries each on its own.
+
+    def package_exists(self, owner: str, meta: AnacondaMeta) -> bool:
+        try:
+            self._call("package lookup", lambda: self._api.package(owner, meta.name))
+        except ApiError as err:
+            if err.kind is Failure.NOT_FOUND:
+                return False
+            raise
+        return True
+
+    def create_package(self, owner: str, meta: AnacondaMeta) -> None:
+        from binstar_client.utils.config import PackageType
+
+        attrs = meta.package_attrs
+        try:
+            self._call(
+                "package create",
+                lambda: self._api.add_package(
+                    owner,
+                    meta.name,
+                    attrs.get("summary"),
+                    attrs.get("license"),
+                    public=True,
+                    attrs=attrs,
+                    license_url=attrs.get("license_url"),
+                    license_family=attrs.get("license_family"),
+                    package_type=PackageType.CONDA,
+                ),
+            )
+        except ApiError as err:
+            if err.kind is not Failure.CONFLICT:  # 409: our earlier create whose answer was lost
+                raise
+
+    def release_exists(self, owner: str, meta: AnacondaMeta) -> bool:
         try:
             self._call("release lookup", lambda: self._api.release(owner, meta.name, meta.version))
-            return False
         except ApiError as err:
-            if err.kind is not Failure.NOT_FOUND:
-                raise
-        self._call(
-            "release create",
-            lambda: self._api.add_release(owner, meta.name, meta.version, [], None, meta.release_attrs),
-        )
+            if err.kind is Failure.NOT_FOUND:
+                return False
+            raise
         return True
+
+    def create_release(self, owner: str, meta: AnacondaMeta) -> None:
+        try:
+            self._call(
+                "release create",
+                lambda: self._api.add_release(owner, meta.name, meta.version, [], None, meta.release_attrs),
+            )
+        except ApiError as err:
+            if err.kind is not Failure.CONFLICT:  # 409: our earlier create whose answer was lost
+                raise
 
     def cleanup_empty(self, owner: str, meta: AnacondaMeta, *, package: bool, release: bool) -> None:
         """Remove a release/package this run created and left empty (as anaconda-client does)."""
@@ -339,7 +439,7 @@ class AnacondaSite:
                     ticket.post_url,
                     data=body,
                     headers={"Content-Type": encoder.content_type},
-                    timeout=STORAGE_TIMEOUT_S,
+                    timeout=self.storage_timeout,
                 )
         except _transport_errors() as exc:
             raise classify(exc, self.token, "file upload") from None
@@ -369,8 +469,8 @@ class AnacondaSite:
 
             return self._call("commit", post)
         except ApiError as err:
-            if err.kind is Failure.NOT_FOUND:  # "Invalid dist_id": the stage expired; restaging fixes it
-                raise ApiError(Failure.STORAGE, str(err), err.status) from None
+            if err.kind is Failure.NOT_FOUND:  # "Invalid dist_id": the stage expired (or was committed)
+                raise ApiError(Failure.STALE, str(err), err.status) from None
             raise
         finally:
             api.session.close()

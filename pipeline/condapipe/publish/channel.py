@@ -10,11 +10,13 @@ publish through `publish_packages`; the engines only build.
 
 from __future__ import annotations
 
-import asyncio
 import fcntl
 import json
 import os
+import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -25,6 +27,7 @@ from condapipe.errors import EnvironmentProblem, UsageError
 from condapipe.fix.package_io import PackageInfo, package_suffix, read_package_info
 from condapipe.hashing import CHUNK, hash_file
 from condapipe.publish.upload_result import FileOutcome, Status
+from condapipe.safe_paths import destination
 
 REPODATA = "repodata.json"
 LOCK_NAME = ".condapipe-channel.lock"
@@ -102,11 +105,16 @@ def _stale(channel_dir: Path) -> bool:
             continue
         try:
             written = repodata.stat().st_mtime_ns
-            data = json.loads(repodata.read_text())
+            data = json.loads(repodata.read_bytes())
         except (OSError, ValueError):
             return True
+        if not isinstance(data, dict):
+            return True
         for key in ("packages", "packages.conda"):
-            for filename, record in (data.get(key) or {}).items():
+            records = data.get(key) or {}
+            if not isinstance(records, dict) or not all(isinstance(r, dict) for r in records.values()):
+                return True
+            for filename, record in records.items():
                 try:
                     info = (channel_dir / subdir / filename).stat()
                 except OSError:
@@ -149,40 +157,132 @@ def _largest_package(channel_dir: Path) -> int:
     return max(sizes, default=0)
 
 
-def index_channel(channel_dir: Path, *, force: bool = False, dry_run: bool = False) -> IndexResult:
+def index_channel(
+    channel_dir: Path, *, force: bool = False, dry_run: bool = False, init: bool = True
+) -> IndexResult:
     """Write repodata.json (+ .zst and shards) for every subdir of a local channel with py-rattler.
 
     Incremental by default; a full re-index happens with force=True or when a package was
-    replaced in place (py-rattler's incremental mode would keep the old sha256).
+    replaced in place (py-rattler's incremental mode would keep the old sha256). With
+    init=False a folder that is not a channel yet (no noarch/ or platform folder) is refused.
+    Packages py-rattler would read are checked first, so a damaged one is named, not a crash.
     """
-    import rattler.index
-    from rattler.exceptions import CacheDirError, IoError
-
-    channel_dir = Path(channel_dir)
+    channel_dir = destination(channel_dir, "channel")
     if not channel_dir.is_dir():
         raise UsageError(f"{channel_dir}: no such directory")
+    if not init and not any(_PLATFORM.fullmatch(s) for s in _subdirs(channel_dir)):
+        raise UsageError(
+            f"{channel_dir}: not a conda channel (no noarch/ or platform folder such as linux-64/); "
+            "use --init to make it one"
+        )
+    _check_outputs(channel_dir)
     full = force or _stale(channel_dir)
     if dry_run:
         subdirs = sorted(set(_subdirs(channel_dir)) | {"noarch"})
         counts = {s: sum(1 for p in (channel_dir / s).glob("*") if package_suffix(p.name)) for s in subdirs}
         return IndexResult(channel_dir, counts, full)
     with channel_lock(channel_dir):
+        _check_new_packages(channel_dir, full)
         (channel_dir / "noarch").mkdir(exist_ok=True)  # conda channels always have noarch
+        jobs = index_parallelism(_largest_package(channel_dir), _machine_ram(), os.cpu_count() or 1)
         try:
-            jobs = index_parallelism(_largest_package(channel_dir), _machine_ram(), os.cpu_count() or 1)
-            asyncio.run(rattler.index.index_fs(channel_dir, force=full, max_parallel=jobs))
-        except (CacheDirError, IoError, OSError) as exc:  # py-rattler 0.28 reports all as CacheDirError
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise EnvironmentProblem(
-                f"indexing {channel_dir} failed: {first}",
-                "check that the directory is writable and that every package in it is readable "
-                "(`condapipe verify`)",
-            ) from None
-        tmp = channel_dir / ".tmp"  # py-rattler's own staging folder
-        if tmp.is_dir() and not any(tmp.iterdir()):
-            tmp.rmdir()
+            _run_indexer(channel_dir, full, jobs)
+        finally:
+            shutil.rmtree(channel_dir / ".tmp", ignore_errors=True)  # py-rattler's own staging folder
     subdirs = [s for s in _subdirs(channel_dir) if (channel_dir / s / REPODATA).is_file()]
     return IndexResult(channel_dir, {s: _count(channel_dir, s) for s in subdirs}, full)
+
+
+_PLATFORM = re.compile(r"noarch|[a-z0-9]+-[a-z0-9_]+")
+# What py-rattler writes into each subdir: each must be a file (or absent) for the rename to work.
+_INDEX_OUTPUTS = (REPODATA, f"{REPODATA}.zst", "repodata_from_packages.json", "repodata_shards.msgpack.zst")
+
+# py-rattler runs in a child process: a Rust panic or an abort at interpreter shutdown (py-rattler
+# 0.28: "PyGILState_Release", SIGABRT/SIGSEGV after work that succeeded) cannot take condapipe
+# down, and the child leaves with os._exit once it has said how the work went.
+_INDEXER = r"""
+import asyncio, os, sys
+code = 0
+try:
+    import rattler.index
+    asyncio.run(rattler.index.index_fs(sys.argv[1], force=sys.argv[2] == "1", max_parallel=int(sys.argv[3])))
+    sys.stdout.write("condapipe-index: ok\n")
+except BaseException as exc:
+    sys.stdout.write("condapipe-index: failed: " + (str(exc).strip() or type(exc).__name__) + "\n")
+    code = 1
+sys.stdout.flush()
+os._exit(code)
+"""
+
+
+def _run_indexer(channel_dir: Path, full: bool, jobs: int) -> None:
+    argv = [sys.executable, "-c", _INDEXER, str(channel_dir), "1" if full else "0", str(jobs)]
+    proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", check=False)
+    said = [line for line in proc.stdout.splitlines() if line.startswith("condapipe-index: ")]
+    verdict = said[-1].removeprefix("condapipe-index: ") if said else ""
+    if verdict == "ok" and _repodata_ok(channel_dir):
+        return  # whatever the library did while the child exited, the work is done and checked
+    if verdict.startswith("failed: "):
+        detail = verdict.removeprefix("failed: ").splitlines()[0][:300]
+    elif proc.returncode < 0:
+        detail = f"py-rattler crashed (signal {-proc.returncode})"
+    else:
+        tail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        detail = f"py-rattler failed: {tail[:300]}"
+    raise EnvironmentProblem(
+        f"indexing {channel_dir} failed: {detail}",
+        "check that the directory is writable; `condapipe verify` the packages added since the last index",
+    )
+
+
+def _repodata_ok(channel_dir: Path) -> bool:
+    for subdir in _subdirs(channel_dir):
+        repodata = channel_dir / subdir / REPODATA
+        if not _PLATFORM.fullmatch(subdir) or not repodata.exists():
+            continue
+        try:
+            json.loads(repodata.read_bytes())
+        except (OSError, ValueError):
+            return False
+    return (channel_dir / "noarch" / REPODATA).is_file()
+
+
+def _check_outputs(channel_dir: Path) -> None:
+    """Refuse a channel where an index output is a folder or a special file (rename would fail)."""
+    for subdir in _subdirs(channel_dir):
+        for name in _INDEX_OUTPUTS:
+            path = channel_dir / subdir / name
+            if (path.exists() or path.is_symlink()) and (path.is_symlink() or not path.is_file()):
+                raise UsageError(f"{path}: expected a file written by the indexer, found something else")
+
+
+def _check_new_packages(channel_dir: Path, full: bool) -> None:
+    """Read the metadata of every package py-rattler is about to read; name the damaged ones."""
+    bad: list[str] = []
+    for subdir in _subdirs(channel_dir):
+        if not _PLATFORM.fullmatch(subdir):
+            continue
+        known = set() if full else _listed(channel_dir / subdir / REPODATA)
+        for path in sorted((channel_dir / subdir).iterdir()):
+            if not package_suffix(path.name) or path.name in known:
+                continue
+            try:
+                read_package_info(path)
+            except UsageError as exc:
+                bad.append(str(exc))
+    if bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise UsageError(f"cannot index {channel_dir}: {bad[0]}{more}; remove or replace it")
+
+
+def _listed(repodata: Path) -> set[str]:
+    try:
+        data = json.loads(repodata.read_bytes())
+    except (OSError, ValueError):
+        return set()
+    if not isinstance(data, dict):
+        return set()
+    return {name for key in ("packages", "packages.conda") for name in (data.get(key) or {})}
 
 
 def channel_dir_from_target(target: str) -> Path:
@@ -193,10 +293,10 @@ def channel_dir_from_target(target: str) -> Path:
         parsed = urlparse(target)
         if parsed.netloc not in ("", "localhost"):
             raise UsageError(f"--to {target}: only local file:// URLs are supported")
-        return Path(unquote(parsed.path))
+        return destination(unquote(parsed.path), f"--to {target}")
     if "://" in target:
         raise UsageError(f"--to {target}: expected a directory or a file:// URL")
-    return Path(target)
+    return destination(target, "--to")
 
 
 def ensure_channel(channel_dir: Path) -> None:

@@ -21,6 +21,7 @@ class Status(str, enum.Enum):
     REFUSED = "refused"  # a different file is there and neither --force nor --skip-existing
     BLOCKED = "blocked"  # verify found defects
     FAILED = "failed"
+    RESTORED = "restored"  # an interrupted --force had removed it; the old file was put back
     WOULD_UPLOAD = "would-upload"
     WOULD_REPLACE = "would-replace"
 

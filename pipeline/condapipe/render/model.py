@@ -90,11 +90,15 @@ class Script:
 
     `passthrough` names variables the user may set when calling the build tool (MAX_JOBS,
     CMAKE_ARGS, ...): both tools start scripts in a clean environment unless told otherwise.
+    `secrets` are passed the same way but by name only (the compile cache's endpoint and
+    credentials): v1 `secrets` (rattler-build masks them in logs), v0 `script_env`; their values
+    never enter the rendered recipe.
     """
 
     env: tuple[tuple[str, str], ...] = ()
     body: str = ""
     passthrough: tuple[str, ...] = ()
+    secrets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

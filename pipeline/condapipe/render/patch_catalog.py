@@ -27,6 +27,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from condapipe.errors import UsageError
+from condapipe.safe_paths import read_regular_bytes
 from condapipe.spec.build_spec import PLATFORMS
 
 KINDS: tuple[str, ...] = ("patch", "config")
@@ -137,7 +138,10 @@ def default_index() -> Path:
 
 def load_catalog(path: Path | None = None) -> Catalog:
     """Load and validate a catalog (default: the shipped one). Raises UsageError on any defect."""
-    path = (Path(path) if path is not None else default_index()).resolve()
+    try:
+        path = (Path(path) if path is not None else default_index()).resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop
+        raise UsageError(f"cannot read patch catalog {path}: {exc}") from None
     try:
         stamp = path.stat().st_mtime_ns
     except OSError:
@@ -149,14 +153,18 @@ def load_catalog(path: Path | None = None) -> Catalog:
 def _load_cached(path: Path, stamp: int) -> Catalog:
     """Parse once per (path, modification time): render and the CLI call it repeatedly."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot read patch catalog {path}: {exc.strerror}") from None
+        text = read_regular_bytes(path, max_bytes=16 << 20).decode("utf-8")  # a FIFO: refused, not read
+    except UsageError as exc:
+        raise UsageError(f"cannot read patch catalog {exc}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"patch catalog {path} is not UTF-8 text") from None
     try:
         data = YAML(typ="safe").load(text)
     except YAMLError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid YAML"
         raise UsageError(f"patch catalog {path} is not valid YAML: {first}") from None
+    except RecursionError:
+        raise UsageError(f"patch catalog {path} is nested too deeply to read") from None
     if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
         raise UsageError(f"patch catalog {path} must be a mapping with an 'entries' list")
     entries = tuple(_parse_entry(raw, i, path.parent) for i, raw in enumerate(data["entries"]))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import tempfile
 import textwrap
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from condapipe.render.model import RecipeModel, variant_refs
 from condapipe.render.syntax import bash_value
 from condapipe.render.v0 import conda_build_config, meta_yaml
 from condapipe.render.v1 import recipe_yaml, variants_yaml
+from condapipe.safe_paths import destination, replaceable
 
 if TYPE_CHECKING:
     from condapipe.spec.build_spec import BuildSpec
@@ -135,8 +137,12 @@ def is_previous_render(path: Path) -> bool:
 
 def check_target(out_dir: Path, *, force: bool = False) -> bool:
     """Raise UsageError unless out_dir may be (re)written; True when something will be replaced."""
-    if out_dir.exists() and not out_dir.is_dir():
+    destination(out_dir, "-o")
+    out_dir = Path(os.path.abspath(out_dir))  # `sub/..` is the folder it names, existing or not
+    if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
         raise UsageError(f"{out_dir} exists and is not a directory")
+    if out_dir.exists():
+        replaceable(out_dir, "-o")  # never the current directory, its parents, $HOME or /
     if not out_dir.exists() or not any(out_dir.iterdir()):
         return False
     if is_previous_render(out_dir) or force:
@@ -147,12 +153,13 @@ def check_target(out_dir: Path, *, force: bool = False) -> bool:
 def write_files(files: dict[str, bytes], out_dir: Path, *, force: bool = False) -> bool:
     """Write `files` as out_dir atomically (temp dir + rename); True when a directory was replaced."""
     replaced = check_target(out_dir, force=force)
-    parent = out_dir.absolute().parent
+    out_dir = Path(os.path.abspath(out_dir))  # `-o .` or `-o x/..`: names come from the real folder
+    parent = out_dir.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=parent))
     except OSError as exc:
-        raise UsageError(f"cannot create {parent}: {exc.strerror}") from None
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=parent))
+        raise UsageError(f"cannot write into {parent}: {exc.strerror}") from None
     try:
         for name, data in files.items():
             target = tmp / name
@@ -162,10 +169,30 @@ def write_files(files: dict[str, bytes], out_dir: Path, *, force: bool = False) 
                 target.chmod(0o755)
         tmp.chmod(0o755)
         _swap_into_place(tmp, out_dir)
+    except OSError as exc:
+        _remove_tree(tmp)
+        raise UsageError(f"cannot write {out_dir}: {exc.strerror or exc}") from None
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _remove_tree(tmp)
         raise
     return replaced
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove a folder we made or moved aside, even one whose folders are read-only."""
+
+    def retry_writable(func, failed, _exc) -> None:  # type: ignore[no-untyped-def]
+        try:
+            os.chmod(os.path.dirname(failed), 0o700)
+            func(failed)
+        except OSError:
+            pass
+
+    if path.exists() or path.is_symlink():
+        if sys.version_info >= (3, 12):
+            shutil.rmtree(path, onexc=retry_writable)
+        else:  # pragma: no cover - Python 3.11
+            shutil.rmtree(path, onerror=retry_writable)
 
 
 def _swap_into_place(tmp: Path, out_dir: Path) -> None:
@@ -178,7 +205,7 @@ def _swap_into_place(tmp: Path, out_dir: Path) -> None:
             os.rename(old / "dir", out_dir)
             raise
         finally:
-            shutil.rmtree(old, ignore_errors=True)
+            _remove_tree(old)
     else:
         os.rename(tmp, out_dir)
 

@@ -76,9 +76,9 @@ def meta_yaml(model: RecipeModel) -> str:
     if model.down_prioritize is not None:
         lines.append("  track_features:")
         lines.append(_line(4, f"- {scalar(model.down_prioritize.feature)}", model.down_prioritize.when))
-    if model.script.passthrough:
+    if model.script.passthrough or model.script.secrets:
         lines.append("  script_env:")
-        lines += [f"    - {name}" for name in model.script.passthrough]
+        lines += [f"    - {name}" for name in (*model.script.passthrough, *model.script.secrets)]
     lines.append("")
 
     req = model.requirements

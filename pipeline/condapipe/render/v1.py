@@ -58,6 +58,8 @@ def _build(model: RecipeModel) -> dict[str, Any]:
     script: dict[str, Any] = {"file": "build.sh"}
     if env:
         script["env"] = env
+    if model.script.secrets:
+        script["secrets"] = list(model.script.secrets)
     build["script"] = script
     if not model.detect_binary_prefix:
         build["prefix_detection"] = {"ignore_binary_files": True}

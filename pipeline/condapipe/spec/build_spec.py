@@ -36,6 +36,7 @@ DEFAULT_PLATFORM = "linux-64"
 
 _CUDNN = re.compile(r"^\d+(\.\d+){0,3}$")
 _PYTHON = re.compile(r"^(?:py|python)?(?P<major>[23])\.?(?P<minor>\d{1,2})(?:\.\d+)?$", re.IGNORECASE)
+SOURCE_ARCHIVES = (".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2", ".tbz2", ".zip")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -134,9 +135,34 @@ def _build_number(value: Any) -> int:
     if value is None:
         return 0
     text = str(value).strip()
-    if not text.isdigit():
-        raise UsageError(f"--build-number must be a non-negative integer, not {value!r}")
+    if not (text.isascii() and text.isdigit()) or len(text) > 10 or int(text) > MAX_BUILD_NUMBER:
+        raise UsageError(
+            f"--build-number must be a non-negative integer (at most {MAX_BUILD_NUMBER}), not {value!r}"
+        )
     return int(text)
+
+
+MAX_BUILD_NUMBER = 2**31 - 1  # conda stores build numbers as 32-bit integers
+_CUDA_FORM = re.compile(r"^(?:cpu|\d{1,2}\.\d{1,2})$", re.IGNORECASE)
+_PYTHON_FORM = re.compile(r"^3\.\d{1,2}$")
+
+
+def check_forms(settings: dict[str, Any]) -> None:
+    """Values are written one way: X.Y for CUDA and Python (not cu124, py3.10 or 3.10.1), none empty.
+
+    A near miss that was silently rewritten would be a build of something the user did not type.
+    """
+    for key, value in settings.items():
+        items = value if isinstance(value, list) else [value]
+        if key not in ("env", "arch") and any(isinstance(v, str) and not v.strip() for v in items):
+            raise UsageError(f"--{key.replace('_', '-')}: an empty value is not valid")
+    for item in _as_list(settings.get("cuda")):
+        if not _CUDA_FORM.match(item):
+            raise UsageError(f"--cuda {item!r}: write the CUDA version as X.Y (e.g. 12.4) or cpu")
+    for item in _as_list(settings.get("python")):
+        if not _PYTHON_FORM.match(item):
+            raise UsageError(f"cannot read Python version {item!r}; write it like 3.10 (X.Y)")
+    _build_number(settings.get("build_number"))
 
 
 def _platform_and_blas(settings: dict[str, Any], rules: FamilyRules) -> tuple[str, str]:
@@ -175,8 +201,17 @@ def _source(
         if re.match(r"^https?://", text):
             return Source(kind="url", url=text)
         path = Path(text).expanduser()
+        if path.is_file() and path.name.endswith(SOURCE_ARCHIVES):
+            # A local release tarball: a file:// URL with its sha256, unpacked by the engine.
+            from condapipe.hashing import hash_file
+
+            return Source(kind="url", url=path.resolve().as_uri(), sha256=hash_file(path).sha256)
         if not path.is_dir():
-            raise UsageError(f"--source {text}: no such directory")
+            raise UsageError(
+                f"--source {text}: no such directory (or source archive: {', '.join(SOURCE_ARCHIVES)})"
+            )
+        if path.resolve() == Path("/"):  # its fingerprint would walk the whole filesystem
+            raise UsageError(f"--source {text}: the filesystem root is not a source checkout")
         return Source(kind="path", path=path.resolve())
     src = dict(rules.source)
     if src["kind"] == "git":
@@ -198,6 +233,7 @@ def build_spec(
     family is an error, while the same key from a shared config file is ignored.
     """
     rules = family_rules(package)
+    check_forms(settings)
     warnings: list[str] = []
     jetson = None
     if settings.get("jetson"):

@@ -18,6 +18,7 @@ Layout (all keys optional)::
     blas = "mkl"
     source = "../pytorch"          # relative to the config file
     jetson = "orin"                # NVIDIA Jetson board profile (condapipe.spec.jetson)
+    compile_cache = "redis://cache.example:6379"  # or a directory, or s3://BUCKET/PREFIX
     [env]                          # extra build environment
     USE_FLASH_ATTENTION = "0"
     [packages.magma]               # overrides for one package
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from condapipe.errors import UsageError
+from condapipe.safe_paths import read_regular_bytes
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -57,8 +59,10 @@ SPEC_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "source": ((str,), "a string"),
     "jetson": ((str,), "a string"),
     "env": ((dict,), "a table"),
+    "compile_cache": ((str,), "a string (a directory, redis://HOST:PORT or s3://BUCKET/PREFIX)"),
 }
 TABLE_KEYS = ("packages", "upload")
+_MAX_CONFIG_BYTES = 4 << 20
 
 
 def find_config(start: Path | None = None) -> Path | None:
@@ -68,22 +72,31 @@ def find_config(start: Path | None = None) -> Path | None:
     if own.is_file():
         return own
     pyproject = base / PYPROJECT
-    if pyproject.is_file() and "condapipe" in _read_toml(pyproject).get("tool", {}):
+    if (
+        pyproject.is_file()
+        and isinstance(tool := _read_toml(pyproject).get("tool"), dict)
+        and "condapipe" in tool
+    ):
         return pyproject
     return None
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        raise UsageError(f"config file {path} does not exist")
+    if path.is_dir():
+        raise UsageError(f"config file {path} is a directory")
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"config file {path} does not exist") from None
-    except IsADirectoryError:
-        raise UsageError(f"config file {path} is a directory") from None
+        raw = read_regular_bytes(path, max_bytes=_MAX_CONFIG_BYTES)  # a FIFO or device: refused, not read
+        return tomllib.loads(raw.decode("utf-8"))
+    except UsageError as exc:
+        raise UsageError(f"config file {exc}") from None
     except UnicodeDecodeError:
         raise UsageError(f"config file {path} is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"config file {path} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise UsageError(f"config file {path} is nested too deeply to read") from None
 
 
 def _check_spec_table(table: dict[str, Any], where: str) -> None:
@@ -113,7 +126,8 @@ def load_config(path: Path | None = None, *, start: Path | None = None) -> dict[
     path = Path(path)
     data = _read_toml(path)
     if path.name == PYPROJECT:
-        if "condapipe" not in data.get("tool", {}):
+        tool = data.get("tool")
+        if not isinstance(tool, dict) or "condapipe" not in tool:
             raise UsageError(f"{path} has no [tool.condapipe] table")
         data = data["tool"]["condapipe"]
         where = f"{path} [tool.condapipe]"
@@ -136,6 +150,10 @@ def load_config(path: Path | None = None, *, start: Path | None = None) -> dict[
     for key, value in upload.items():
         if not isinstance(value, (str, bool, int, list)):
             raise UsageError(f"{where}: upload.{key} has an unsupported type")
+        if key in ("site_url", "channel") and (not isinstance(value, str) or not value.strip()):
+            raise UsageError(f"{where}: upload.{key} must be a non-empty string")
+        if key == "site_url" and not value.startswith(("http://", "https://")):
+            raise UsageError(f"{where}: upload.site_url must be an http:// or https:// URL, not {value!r}")
     config = dict(spec_part)
     config["packages"] = {name: _absolute_source(dict(t), path) for name, t in packages.items()}
     config["upload"] = dict(upload)
@@ -144,10 +162,13 @@ def load_config(path: Path | None = None, *, start: Path | None = None) -> dict[
 
 
 def _absolute_source(table: dict[str, Any], path: Path) -> dict[str, Any]:
-    """A relative `source` that names a directory is relative to the config file, not the cwd."""
+    """A relative `source` or `compile_cache` directory is relative to the config file, not the cwd."""
     src = table.get("source")
     if isinstance(src, str) and "://" not in src and not src.startswith("git+"):
         table["source"] = str((path.resolve().parent / src).resolve())
+    cache_dir = table.get("compile_cache")
+    if isinstance(cache_dir, str) and cache_dir and "://" not in cache_dir:
+        table["compile_cache"] = str((path.resolve().parent / Path(cache_dir).expanduser()).resolve())
     return table
 
 

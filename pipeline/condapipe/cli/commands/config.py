@@ -10,15 +10,10 @@ import click
 from rich.table import Table
 
 from condapipe.cli.output import console, json_option, print_json
+from condapipe.cli.spec_input import echo_choices, machine_spec
 from condapipe.spec.build_spec import BuildSpec, family_rules
 from condapipe.spec.config_file import load_config
-from condapipe.spec.options import (
-    config_path,
-    echo_spec_warnings,
-    resolve_package,
-    spec_from_cli,
-    spec_options,
-)
+from condapipe.spec.options import config_path, resolve_package, spec_options
 
 
 @click.group(name="config")
@@ -33,7 +28,7 @@ def command() -> None:
 def show(package: str | None, as_json: bool, **params: object) -> None:
     """Print the resolved build spec for PACKAGE (default: `package` from the config file)."""
     name = resolve_package(package, params)
-    spec = spec_from_cli(name, params)
+    spec, choices = machine_spec(name, params, quiet=True)
     config = load_config(config_path(params))
     path = config.get("_path")
     if as_json:
@@ -42,10 +37,11 @@ def show(package: str | None, as_json: bool, **params: object) -> None:
                 "config_file": str(path) if path else None,
                 "upload": config.get("upload", {}),
                 "spec": spec.to_dict(),
+                "chosen": [c.to_dict() for c in choices],
             }
         )
         return
-    echo_spec_warnings(spec)
+    echo_choices(spec, choices)
     console.print(_table(spec, str(path) if path else "(none)"))
 
 

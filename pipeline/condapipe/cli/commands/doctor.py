@@ -1,5 +1,8 @@
 """`condapipe doctor [PACKAGE] [spec flags]`: will this machine build that, and if not, why not.
 
+Without PACKAGE it checks the machine for the default target (data/doctor.yaml), so "is my
+machine ready?" is the plain `condapipe doctor`.
+
 The same checks run before every `condapipe build`; running them alone answers "can I start
 the 6-hour build now?" in seconds. Exit 3 when a finding blocks the build.
 """
@@ -14,9 +17,13 @@ from rich.table import Table
 from rich.text import Text
 
 from condapipe.build import ENGINE_NAMES
-from condapipe.cli.output import console, json_option, print_json, work_dir_option
-from condapipe.doctor import DoctorReport, Machine, run_doctor
-from condapipe.spec.options import resolve_package, spec_from_cli, spec_options
+from condapipe.cli.output import console, err_console, json_option, print_json, work_dir_option
+from condapipe.cli.spec_input import machine_spec
+from condapipe.doctor import DoctorReport, Machine, find_toolkits, run_doctor
+from condapipe.doctor.run import default_target
+from condapipe.spec.config_file import load_config
+from condapipe.spec.defaults import newest_upstream_cuda
+from condapipe.spec.options import config_path, spec_options
 
 _STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "block": "bold red"}
 
@@ -39,11 +46,35 @@ def findings_table(report: DoctorReport, title: str) -> Table:
 @work_dir_option("Where the build would run (its free disk space is checked).")
 @json_option
 def command(package: str | None, engine: str, work_dir: Path, as_json: bool, **params: Any) -> None:
-    """Check this machine against a build of PACKAGE: nvcc, gcc, driver, RAM, disk, cuDNN, CMake."""
-    spec = spec_from_cli(resolve_package(package, params), params)
-    report = run_doctor(spec, Machine.from_environ(work_dir), engine=engine)
+    """Check this machine against a build of PACKAGE: nvcc, gcc, driver, RAM, disk, cuDNN, CMake.
+
+    No PACKAGE (and none in condapipe.toml): the machine is checked for the default target with
+    the defaults `condapipe build` would choose.
+    """
+    machine = Machine.from_environ(work_dir)
+    name = package or load_config(config_path(params)).get("package")
+    if not name:
+        name = default_target()
+        if not params.get("cuda") and not find_toolkits(machine):
+            # Nothing to infer a CUDA from: check for the newest one (the nvcc finding says what to install).
+            params = {**params, "cuda": (newest_upstream_cuda(),)}
+        err_console.print(
+            f"no package given: checking this machine for `condapipe build {name}` with its defaults",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
+    spec, choices = machine_spec(str(name), params, work_dir=work_dir)
+    report = run_doctor(spec, machine, engine=engine)
     if as_json:
-        print_json({"package": spec.package, **report.to_dict()})
+        print_json(
+            {
+                "package": spec.package,
+                "version": spec.version,
+                "chosen": [c.to_dict() for c in choices],
+                **report.to_dict(),
+            }
+        )
     else:
         console.print(findings_table(report, f"condapipe doctor: {spec.package} {spec.version}"))
         env = " ".join(f"{k}={v}" for k, v in report.build_env)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,16 +12,17 @@ import click
 from rich.progress import Progress as RichProgress
 from rich.table import Table
 
-from condapipe.cli.output import console, dry_run_option, err_console, json_option, print_json
+from condapipe.cli.output import FolderPath, console, dry_run_option, err_console, json_option, print_json
 from condapipe.errors import BuildFailed, UsageError
 from condapipe.fix.elf.patchers import PATCHER_NAMES, RPATH, RUNPATH
 from condapipe.fix.elf.rpath import families, rules_for
 from condapipe.fix.fixer import FixOptions, FixReport, fix_package, fix_prefix
 from condapipe.fix.package_io import PACKAGE_SUFFIXES, PackOptions, Progress
+from condapipe.safe_paths import destination
 
 
 @click.command("fix")
-@click.argument("targets", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("targets", nargs=-1, required=True, type=FolderPath(path_type=Path))
 @click.option(
     "--family",
     default="default",
@@ -61,7 +63,7 @@ from condapipe.fix.package_io import PACKAGE_SUFFIXES, PackOptions, Progress
 @click.option(
     "-o",
     "--output-dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=FolderPath(file_okay=False, path_type=Path),
     help="Write fixed packages here instead of replacing them.",
 )
 @click.option("--zstd-level", type=click.IntRange(1, 22), default=19, show_default=True)
@@ -73,6 +75,11 @@ from condapipe.fix.package_io import PACKAGE_SUFFIXES, PackOptions, Progress
     default=1024,
     show_default=True,
     help="MiB the zstd workers may use: fewer or leaner workers (smaller match tables) to fit (0: no bound).",
+)
+@click.option(
+    "--any-dir",
+    is_flag=True,
+    help="Fix a folder that is neither a conda prefix (conda-meta/) nor an unpacked package (info/).",
 )
 @dry_run_option
 @json_option
@@ -89,10 +96,18 @@ def command(
     zstd_level: int,
     threads: int,
     max_memory_mib: int,
+    any_dir: bool,
     dry_run: bool,
     as_json: bool,
 ) -> None:
     """Rewrite rpaths of every ELF file in each PACKAGE (.conda/.tar.bz2) or prefix DIR."""
+    for target in targets:
+        destination(target, "fix")  # '' is not the current directory, / is never a prefix
+    for lib in vendor:
+        if not stat.S_ISREG(lib.stat().st_mode):  # a FIFO would hang the copy
+            raise UsageError(f"--vendor {lib}: not a regular file")
+    if output_dir is not None:
+        destination(output_dir, "--output-dir")
     for prefix in build_prefixes:
         if not prefix.startswith("/"):
             raise UsageError(f"--build-prefix must be an absolute path, not {prefix!r}")
@@ -111,6 +126,11 @@ def command(
         if target.is_dir():
             if output_dir:
                 raise UsageError("--output-dir applies to package files, not to a prefix folder")
+            if not any_dir and not any((target / marker).is_dir() for marker in ("conda-meta", "info")):
+                raise UsageError(
+                    f"{target}: not a conda prefix (no conda-meta/) or unpacked package (no info/); "
+                    "pass --any-dir to fix its ELF files anyway"
+                )
             report = fix_prefix(target, options, prefixes=(str(target.absolute()), str(target.resolve())))
         elif str(target).endswith(PACKAGE_SUFFIXES):
             with _packing_progress(target.name, enabled=not as_json and not dry_run) as progress:

@@ -7,18 +7,21 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from condapipe.cli.output import console, dry_run_option, json_option, print_json
+from condapipe.cli.output import FolderPath, console, dry_run_option, json_option, print_json
 from condapipe.publish.channel import index_channel
 
 
 @click.command("index")
-@click.argument("directory", type=click.Path(path_type=Path, file_okay=False))
+@click.argument("directory", type=FolderPath(path_type=Path, file_okay=False))
 @click.option("--force", is_flag=True, help="Re-read every package instead of only new ones.")
+@click.option(
+    "--init", is_flag=True, help="Make DIRECTORY a channel even if it has no noarch/ or platform folder yet."
+)
 @dry_run_option
 @json_option
-def command(directory: Path, force: bool, dry_run: bool, as_json: bool) -> None:
+def command(directory: Path, force: bool, init: bool, dry_run: bool, as_json: bool) -> None:
     """Index the local conda channel DIRECTORY (repodata.json, .zst and shards per subdir)."""
-    result = index_channel(directory, force=force, dry_run=dry_run)
+    result = index_channel(directory, force=force, dry_run=dry_run, init=init)
     if as_json:
         print_json({**result.to_dict(), "dry_run": dry_run})
         return

@@ -23,7 +23,8 @@ from condapipe.cli.output import (
     print_json,
     work_dir_option,
 )
-from condapipe.errors import BuildFailed, UsageError
+from condapipe.errors import BuildFailed, CondapipeError, UsageError
+from condapipe.publish.channel import channel_dir_from_target
 from condapipe.publish.tokens import RedactingFilter, Token, resolve_token
 from condapipe.publish.upload import (
     Mode,
@@ -36,6 +37,7 @@ from condapipe.publish.upload import (
     verify_blockers,
 )
 from condapipe.publish.upload_result import FileOutcome
+from condapipe.safe_paths import destination as checked_folder
 
 _LOGGERS = ("condapipe", "binstar", "urllib3", "requests")
 
@@ -91,6 +93,27 @@ def _logging(work_dir: Path, debug: bool, token: Token | None, dry_run: bool) ->
                 lg.removeHandler(handler)
         for handler in handlers:
             handler.close()
+
+
+@contextmanager
+def _json_on_failure(as_json: bool, destination: str, dry_run: bool, log_path: Path | None) -> Iterator[None]:
+    """With --json, a run that stops early (server unreachable, token rejected) still prints JSON."""
+    try:
+        yield
+    except CondapipeError as exc:
+        if as_json:
+            print_json(
+                {
+                    "destination": destination,
+                    "dry_run": dry_run,
+                    "files": [],
+                    "failed": 0,
+                    "error": str(exc),
+                    "exit_code": exc.exit_code,
+                    "log": str(log_path) if log_path else None,
+                }
+            )
+        raise
 
 
 def _summary(outcomes: list[FileOutcome], title: str) -> Table:
@@ -188,6 +211,15 @@ def command(
         )
     if to is not None and (labels or site_url or token_file):
         raise UsageError("--label, --site-url and --token-file apply to --channel uploads only")
+    if retry_delay != retry_delay:  # NaN passes click's range check
+        raise UsageError("--retry-delay must be a number of seconds, not nan")
+    if site_url is not None and (
+        not site_url.strip() or ("://" in site_url and not site_url.startswith(("http://", "https://")))
+    ):
+        raise UsageError(f"--site-url {site_url!r}: expected an http:// or https:// URL")
+    if to is not None:
+        channel_dir_from_target(to)  # '' and / are refused before anything is read
+    checked_folder(output_dir, "--output-dir")
     mode = Mode(skip_existing=skip_existing, force=force)
     debug = bool((ctx.obj or {}).get("debug"))
     infos = collect_packages(packages, output_dir)
@@ -196,7 +228,7 @@ def command(
     site = ""
     if owner is not None:
         site = resolve_site_url(site_url, config)
-        token = resolve_token(site, token_file)
+        token = None if dry_run else resolve_token(site, token_file)  # a dry run is an offline preview
     index = None
     with _logging(work_dir, debug, token, dry_run) as log_path:
         if owner is not None:
@@ -209,18 +241,19 @@ def command(
                 transient=True,
                 disable=as_json or not err_console.is_terminal,
             )
-            with progress_ui:
+            with progress_ui, _json_on_failure(as_json, f"{site}/{owner}", dry_run, log_path):
                 outcomes = upload_to_anaconda(
                     infos,
                     owner,
                     site_url=site,
                     token=token,
-                    labels=labels or ("main",),
+                    labels=labels,  # none: new files get main, files already there keep theirs
                     mode=mode,
                     retry=RetryPolicy(attempts=retries, base_delay=retry_delay),
                     dry_run=dry_run,
                     blocked=blocked,
                     progress=_RichProgress(progress_ui),
+                    state_dir=work_dir / "upload",  # --force journal and backups: a rerun finishes
                 )
         else:
             outcomes, index = upload_to_directory(infos, str(to), mode=mode, dry_run=dry_run, blocked=blocked)

@@ -19,6 +19,7 @@ from ruamel.yaml import YAML
 from condapipe.errors import UsageError
 from condapipe.render.model import ALWAYS, Patch, Variants, When
 from condapipe.spec.build_spec import BuildSpec
+from condapipe.spec.compile_cache import sccache_env_names
 from condapipe.spec.variant import promise_record
 
 
@@ -40,6 +41,12 @@ def _environment() -> jinja2.Environment:
 def render_template(name: str, **values: Any) -> str:
     """Render recipes/<name> (e.g. "pytorch/build.sh.j2"); a missing value is an error, not ""."""
     return _environment().get_template(name).render(**values)
+
+
+def compile_cache_values(cache_key: str) -> dict[str, Any]:
+    """What recipes/common/compile_cache.sh.j2 needs: the variant's ccache subdirectory and the
+    sccache settings build.sh receives by name (the same names go into the recipe's secrets)."""
+    return {"cache_key": cache_key, "sccache_env": sccache_env_names()}
 
 
 def family_data(family: str) -> dict[str, Any]:

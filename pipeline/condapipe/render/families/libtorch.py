@@ -18,6 +18,7 @@ from pathlib import Path
 from condapipe.render.families import pytorch
 from condapipe.render.families._common import (
     common_value,
+    compile_cache_values,
     family_data,
     promise_extra,
     render_template,
@@ -44,6 +45,7 @@ from condapipe.render.model import (
 )
 from condapipe.spec import tables
 from condapipe.spec.build_spec import BuildSpec
+from condapipe.spec.compile_cache import sccache_env_names
 
 FAMILY = "libtorch"
 # The variant keys the libtorch recipe uses (pytorch's rows carry more: the Python-side mutex,
@@ -122,6 +124,8 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         static_nccl=series.static_nccl,
         env_by_cuda=catalog.env_by_cuda,
         system_cudnn=bool(spec.jetson),
+        launchers_as_args=True,
+        **compile_cache_values("${PKG_NAME}-${PKG_VERSION}-${build_tag}"),
     )
     tag = common_value(rows, "build_tag")
     here = recipe_dir()
@@ -131,7 +135,12 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         build_number=spec.build_number,
         build_string=f"{tag or '{{ build_tag }}'}_{spec.build_number}",
         source=dataclasses.replace(source_ref(spec, data), patches=catalog.patches),
-        script=Script(env=tuple(env.items()), body=body, passthrough=tuple(data["passthrough"])),
+        script=Script(
+            env=tuple(env.items()),
+            body=body,
+            passthrough=tuple(data["passthrough"]),
+            secrets=sccache_env_names(),
+        ),
         requirements=_requirements(spec, rows, data),
         tests=Tests(
             commands=TEST_COMMANDS,

@@ -2,31 +2,48 @@
 
 One upstream magma version per recipe (the spec refuses CUDAs that need different ones); the
 package name (magma-cuda118), the -gencode list and the nvcc flags vary with the CUDA variant.
-The package is the static libmagma.a plus headers, as pytorch links it into libtorch_cuda.
+The package is the static libmagma.a plus headers, as pytorch links it into libtorch_cuda. Its
+test (recipes/magma/test/run_test.sh) checks that shape, compiles a magma_dgesv_gpu program
+against the installed headers, and where a GPU is visible links it with cuBLAS and runs it.
 """
 
 from __future__ import annotations
 
+from importlib import resources
+from pathlib import Path
+
 from condapipe.errors import UsageError
 from condapipe.render.families._common import (
     common_value,
+    compile_cache_values,
     family_data,
     promise_extra,
     render_template,
     select_catalog,
     variant_matrix,
 )
-from condapipe.render.model import About, Dep, RecipeModel, Requirements, Script, SourceRef, Tests
+from condapipe.render.model import (
+    About,
+    Dep,
+    ExtraFile,
+    RecipeModel,
+    Requirements,
+    Script,
+    SourceRef,
+    Tests,
+)
 from condapipe.spec.arch import ArchList
 from condapipe.spec.build_spec import BuildSpec, CudaVariant
+from condapipe.spec.compile_cache import sccache_env_names
 
 ARCH_KEY = "magma_arch_list"  # variant key, only when the CUDAs of one render differ in their list
 
-STATIC_CHECKS = (
-    'test -f "${PREFIX}/lib/libmagma.a"',
-    'test -f "${PREFIX}/include/magma_v2.h"',
-    'test ! -e "${PREFIX}/lib/libmagma.so"',
-)
+TEST_COMMANDS = ("bash test/run_test.sh",)
+
+
+def recipe_dir() -> Path:
+    """recipes/magma of the installed condapipe (templates and test files)."""
+    return Path(str(resources.files("condapipe.recipes").joinpath("magma")))
 
 
 def _archs(variant: CudaVariant) -> ArchList:
@@ -74,7 +91,12 @@ def build_model(spec: BuildSpec) -> RecipeModel:
     env = {**dict(catalog.env), **dict(spec.extra_env)}
     if catalog.env_by_cuda:
         raise UsageError("magma: patch-catalog settings differ between the CUDAs; render each separately")
-    body = render_template("magma/build.sh.j2", per_job_mib=data["mem_per_job_gb"] * 1024)
+    body = render_template(
+        "magma/build.sh.j2",
+        per_job_mib=data["mem_per_job_gb"] * 1024,
+        launchers_as_args=True,
+        **compile_cache_values("${PKG_NAME}-${PKG_VERSION}-cuda${cuda_version}"),
+    )
     name = common_value(rows, "magma_package") or "{{ magma_package }}"
     cuda = common_value(rows, "cuda_version") or "{{ cuda_version }}"
     source = _source(spec)
@@ -84,9 +106,14 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         build_number=spec.build_number,
         build_string=str(spec.build_number),
         source=SourceRef(**{**source.__dict__, "patches": catalog.patches}),
-        script=Script(env=tuple(env.items()), body=body, passthrough=tuple(data["passthrough"])),
+        script=Script(
+            env=tuple(env.items()),
+            body=body,
+            passthrough=tuple(data["passthrough"]),
+            secrets=sccache_env_names(),
+        ),
         requirements=Requirements(build=tuple(Dep(n) for n in data["build_requirements"])),
-        tests=Tests(commands=STATIC_CHECKS),
+        tests=Tests(commands=TEST_COMMANDS, files=("test",)),
         about=About(
             home=data["home"],
             license=data["license"],
@@ -94,5 +121,6 @@ def build_model(spec: BuildSpec) -> RecipeModel:
             summary=data["summary"].format(cuda=cuda),
         ),
         variants=variant_matrix((), rows),
+        extra_files=tuple(ExtraFile(name=name, origin=recipe_dir() / name) for name in data["test_files"]),
         extra=promise_extra(with_archs, archs_key=ARCH_KEY),
     )

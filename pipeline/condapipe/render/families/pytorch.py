@@ -19,6 +19,7 @@ from packaging.version import Version
 from condapipe.render.families._common import (
     CatalogSelection,
     common_value,
+    compile_cache_values,
     family_data,
     promise_extra,
     render_template,
@@ -39,6 +40,7 @@ from condapipe.render.model import (
 )
 from condapipe.spec import tables
 from condapipe.spec.build_spec import BuildSpec, CudaVariant
+from condapipe.spec.compile_cache import sccache_env_names
 
 NONE = "none"  # placeholder value of CUDA-only variant keys in the CPU variant
 
@@ -261,7 +263,8 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         env_by_cuda=catalog.env_by_cuda,
         build_command=_build_command(series.build_command),
         system_cudnn=bool(spec.jetson),
-        cache_key="${PKG_NAME}-${PKG_VERSION}-${build_tag}",
+        launchers_as_args=False,
+        **compile_cache_values("${PKG_NAME}-${PKG_VERSION}-${build_tag}"),
     )
     has_cpu = "cpu" in spec.cudas
     down = None
@@ -277,7 +280,12 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         build_number=spec.build_number,
         build_string=f"py{{{{ python }}}}_{tag or '{{ build_tag }}'}_{spec.build_number}",
         source=dataclasses.replace(source_ref(spec, data), patches=catalog.patches),
-        script=Script(env=tuple(env.items()), body=body, passthrough=tuple(data["passthrough"])),
+        script=Script(
+            env=tuple(env.items()),
+            body=body,
+            passthrough=tuple(data["passthrough"]),
+            secrets=sccache_env_names(),
+        ),
         requirements=_requirements(spec, series, rows),
         tests=Tests(imports=("torch",), commands=tuple(tests)),
         about=about(data),

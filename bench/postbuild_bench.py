@@ -1,0 +1,328 @@
+#!/usr/bin/env python3
+"""Benchmark: the whole post-build path of `condapipe build RECIPE_DIR` next to one zstd pass.
+
+A recipe whose script copies a generated PyTorch-shaped tree (bench/fix_bench.py's generator:
+two big ELF files with fatbin-like payloads, 300 small ELF files, 300 Python files) into the
+prefix is built through the real CLI — engine -> fix -> verify -> test -> publish — with the
+rattler-build engine, and with conda-build when a real `conda build` is installed. Printed per
+step: wall time, peak RSS (the condapipe process and its children, sampled from /proc) and output
+size; the build step is split at the end of the recipe's script, so "engine packaging" is what
+the engine did after the copy (its relinking, prefix scan and packing at the draft level).
+
+Next to it, in the same run and over the same bytes: the floor, one `tar | zstd -T0 -LEVEL`
+pass; and (flow `engine-final`) the engine packing at the final level itself, the alternative
+for a package the fix leaves unchanged. Target: engine packaging + fix <= 1.3x the floor.
+
+    python bench/postbuild_bench.py --sizes 580,3400 --level 19 --workdir /tmp/pb
+    python bench/postbuild_bench.py --sizes 60 --level 19          # quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SMALL_FILES = 300
+# Two big ELF files in the proportions of fix_bench's 3.41 GB default (2048 + 1100 MiB).
+BIG_SHARE = (0.65, 0.35)
+
+RECIPE_V1 = """\
+package:
+  name: torchshape
+  version: 1.0.0
+build:
+  number: 0
+  script:
+    - date +%s.%N > {marks}/script_start
+    - cp -a {src}/lib $PREFIX/
+    - date +%s.%N > {marks}/script_end
+"""
+META_V0 = """\
+package:
+  name: torchshape
+  version: 1.0.0
+build:
+  number: 0
+"""
+BUILD_SH = """\
+#!/bin/bash
+set -euo pipefail
+date +%s.%N > {marks}/script_start
+cp -a {src}/lib "$PREFIX/"
+date +%s.%N > {marks}/script_end
+"""
+
+
+# -- measuring -----------------------------------------------------------------------------
+
+
+def _tree_rss_kib(pid: int) -> int:
+    """RSS of `pid` and all its descendants (KiB), from /proc."""
+    total, todo, seen = 0, [pid], set()
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        try:
+            with open(f"/proc/{p}/status") as fh:
+                for line in fh:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as fh:
+                    todo += [int(c) for c in fh.read().split()]
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def run_sampled(argv: list[str], **kw: object) -> tuple[float, int, list[tuple[float, int]], str]:
+    """Run `argv`; (wall s, peak RSS MiB from wait4, [(time, tree RSS KiB)] samples, stdout)."""
+    samples: list[tuple[float, int]] = []
+    out = tempfile.TemporaryFile()  # noqa: SIM115 - read back after the child exits
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=out, **kw)  # type: ignore[call-overload]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            samples.append((time.time(), _tree_rss_kib(proc.pid)))
+            done.wait(0.2)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    done.set()
+    sampler.join()
+    out.seek(0)
+    text = out.read().decode(errors="replace")
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{argv[:3]} failed ({os.waitstatus_to_exitcode(status)}):\n{text[-3000:]}")
+    return wall, usage.ru_maxrss // 1024, samples, text
+
+
+def _peak_mib(samples: list[tuple[float, int]], start: float, end: float) -> int:
+    inside = [kib for t, kib in samples if start - 0.1 <= t <= end + 0.1]
+    return max(inside, default=0) // 1024
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+# -- flows ---------------------------------------------------------------------------------
+
+
+def generate(src: Path, total_mb: int) -> None:
+    """fix_bench's PyTorch-shaped tree of about `total_mb` MB: 300 small ELF files (~100 MB
+    together) and two big ones splitting the rest 65/35 (3400 gives fix_bench's 2048 + 1100 MiB)."""
+    big_mib = max(2, int((total_mb - 100) * 1e6 / (1 << 20)))
+    big = [max(1, int(big_mib * share)) for share in BIG_SHARE]
+    subprocess.run(
+        [
+            *(sys.executable, str(HERE / "fix_bench.py"), "--run-flow", "gen", "--root", str(src)),
+            *("--large-mb", ",".join(map(str, big)), "--small", str(SMALL_FILES)),
+        ],
+        check=True,
+    )
+
+
+def floor(src: Path, out: Path, level: int) -> dict[str, object]:
+    """One `tar | zstd -T0 -LEVEL` pass over the recipe's bytes (the lib/ folder it installs)."""
+    zstd = shutil.which("zstd")
+    if zstd is None:
+        raise SystemExit("no zstd on PATH: the floor needs the zstd command-line tool")
+    ultra = "--ultra " if level > 19 else ""
+    cmd = f"tar -cf - -C {src} lib | {zstd} -q -T0 {ultra}-{level} -o {out}"
+    wall, rss, _, _ = run_sampled(["sh", "-c", cmd])
+    version = subprocess.run([zstd, "--version"], capture_output=True, text=True).stdout.strip()
+    result = {
+        "wall_s": round(wall, 1),
+        "peak_rss_mib": rss,
+        "output_bytes": out.stat().st_size,
+        "tool": version,
+    }
+    out.unlink()
+    return result
+
+
+def write_recipe(recipe: Path, src: Path, marks: Path) -> None:
+    recipe.mkdir(parents=True, exist_ok=True)
+    (recipe / "recipe.yaml").write_text(RECIPE_V1.format(src=src, marks=marks))
+    (recipe / "meta.yaml").write_text(META_V0)
+    (recipe / "build.sh").write_text(BUILD_SH.format(src=src, marks=marks))
+
+
+def condapipe_build(recipe: Path, work: Path, engine: str, level: int, marks: Path) -> dict[str, object]:
+    """`condapipe build RECIPE --engine ENGINE --compression-level LEVEL --json`, step by step."""
+    argv = [sys.executable, "-c", "from condapipe.cli.main import main; main()", "build", str(recipe)]
+    argv += ["--engine", engine]
+    argv += ["--output-dir", str(work / "channel"), "--work-dir", str(work / "state"), "--no-test"]
+    argv += ["--compression-level", str(level), "--json"]
+    wall, rss, samples, out = run_sampled(argv, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    report = json.loads(out[out.index("{") :])
+    state = json.loads((work / "state" / "state.json").read_text())["steps"]
+    script_end = float((marks / "script_end").read_text())
+    script_start = float((marks / "script_start").read_text())
+    steps: dict[str, dict[str, object]] = {}
+    for step in report["steps"]:
+        rec = state.get(step["id"])
+        if rec is None:
+            continue
+        end, start = rec["finished_at"], rec["finished_at"] - rec["seconds"]
+        outputs = [o["path"] for o in rec["outputs"]]
+        size = sum(Path(p).stat().st_size for p in outputs if Path(p).is_file())
+        row = {"wall_s": round(rec["seconds"], 1), "peak_rss_mib": _peak_mib(samples, start, end)}
+        row["output_bytes"] = size
+        if step["kind"] == "build":  # split at the end of the recipe's script
+            row["script_s"] = round(script_end - script_start, 1)
+            row["packaging_s"] = round(end - script_end, 1)
+            row["packaging_peak_rss_mib"] = _peak_mib(samples, script_end, end)
+        if step["kind"] == "fix":
+            fix = next(iter(rec["data"]["fix"].values()))
+            row.update(written=fix["written"], phases=fix["timings"])
+        steps[step["kind"]] = row
+    return {"wall_s": round(wall, 1), "peak_rss_mib": rss, "steps": steps}
+
+
+def engine_final(recipe: Path, work: Path, level: int, marks: Path) -> dict[str, object]:
+    """rattler-build alone, packing at the final level itself (no condapipe recompression)."""
+    code = (
+        "import sys; from pathlib import Path; from condapipe.build import RattlerBuildEngine, BuildOptions;"
+        "from condapipe.publish.channel import ensure_channel;"
+        f"o = BuildOptions(output_dir=Path({str(work / 'out')!r}), work_dir=Path({str(work / 'w')!r}),"
+        f" compression_level={level}, run_tests=False, override_channels=True);"
+        "ensure_channel(o.output_dir);"
+        f"r = RattlerBuildEngine().build(Path({str(recipe)!r}), o); print(r.packages[0])"
+    )
+    wall, rss, samples, out = run_sampled([sys.executable, "-c", code])
+    end = time.time()
+    script_end = float((marks / "script_end").read_text())
+    pkg = Path(out.strip().splitlines()[-1])
+    return {
+        "wall_s": round(wall, 1),
+        "packaging_s": round(end - script_end, 1),
+        "packaging_peak_rss_mib": _peak_mib(samples, script_end, end),
+        "peak_rss_mib": rss,
+        "output_bytes": pkg.stat().st_size,
+    }
+
+
+def _has_conda_build() -> bool:
+    from condapipe.build.conda_build import find_conda_build
+
+    command = find_conda_build()
+    return command is not None and "standins" not in command[0]
+
+
+# -- driver --------------------------------------------------------------------------------
+
+
+def _print_table(size_mb: int, res: dict[str, object]) -> None:
+    fl = res["floor"]
+    assert isinstance(fl, dict)
+    print(
+        f"\n## {size_mb} MB input ({res['input_bytes']:,} bytes), "
+        f"zstd level {res['level']}, {res['cpus']} cores"
+    )
+    print("| flow / step | wall | peak RSS | output bytes | note |\n|---|---:|---:|---:|---|")
+    print(
+        f"| floor: tar \\| zstd -T0 -{res['level']} | {fl['wall_s']} s | {fl['peak_rss_mib']} MiB | "
+        f"{fl['output_bytes']:,} | {fl['tool']} |"
+    )
+    for engine in ("rattler-build", "conda-build"):
+        run = res.get(engine)
+        if not isinstance(run, dict):
+            continue
+        steps = run["steps"]
+        for kind, row in steps.items():
+            note = ""
+            if kind == "build":
+                note = f"script (copy) {row['script_s']} s; engine packaging {row['packaging_s']} s"
+            if kind == "fix":
+                note = f"{row['written']}; " + ", ".join(f"{k} {v:.1f} s" for k, v in row["phases"].items())
+            print(
+                f"| {engine} {kind} | {row['wall_s']} s | {row['peak_rss_mib']} MiB | "
+                f"{row['output_bytes']:,} | {note} |"
+            )
+        post = steps["build"]["packaging_s"] + steps["fix"]["wall_s"]
+        print(
+            f"| {engine}: engine packaging + fix | {post:.1f} s | | | {post / fl['wall_s']:.2f}x the floor |"
+        )
+        print(f"| {engine}: whole `condapipe build` | {run['wall_s']} s | {run['peak_rss_mib']} MiB | | |")
+    ef = res.get("engine-final")
+    if isinstance(ef, dict):
+        print(
+            f"| rattler-build packing at -{res['level']} itself (no fix) | {ef['packaging_s']} s "
+            f"(packaging) | {ef['packaging_peak_rss_mib']} MiB | {ef['output_bytes']:,} | "
+            f"{ef['packaging_s'] / fl['wall_s']:.2f}x the floor |"
+        )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="580,3400", help="input sizes in MB")
+    ap.add_argument("--level", type=int, default=19, help="the final zstd level (--compression-level)")
+    ap.add_argument("--flows", default="floor,rattler-build,conda-build,engine-final")
+    ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    ns = ap.parse_args()
+    base = ns.workdir or Path(tempfile.mkdtemp(prefix="condapipe-postbuild-"))
+    flows = ns.flows.split(",")
+    results: dict[str, object] = {}
+    try:
+        for size_mb in (int(s) for s in ns.sizes.split(",")):
+            work = base / f"{size_mb}mb"
+            shutil.rmtree(work, ignore_errors=True)
+            src, marks = work / "src", work / "marks"
+            marks.mkdir(parents=True)
+            t = time.perf_counter()
+            generate(src, size_mb)
+            res: dict[str, object] = {
+                "level": ns.level,
+                "cpus": os.cpu_count(),
+                "input_bytes": _size(src / "lib"),
+            }
+            res["generate_s"] = round(time.perf_counter() - t, 1)
+            recipe = work / "recipe"
+            write_recipe(recipe, src, marks)
+            subprocess.run(["sync"], check=False)
+            if "floor" in flows:
+                res["floor"] = floor(src, work / "floor.tar.zst", ns.level)
+                print(f"[{size_mb} MB] floor: {res['floor']}", flush=True)
+            for engine in ("rattler-build", "conda-build"):
+                if engine not in flows or (engine == "conda-build" and not _has_conda_build()):
+                    continue
+                res[engine] = condapipe_build(recipe, work / engine, engine, ns.level, marks)
+                print(f"[{size_mb} MB] {engine}: {json.dumps(res[engine])}", flush=True)
+                shutil.rmtree(work / engine, ignore_errors=True)
+            if "engine-final" in flows:
+                res["engine-final"] = engine_final(recipe, work / "engine-final", ns.level, marks)
+                print(f"[{size_mb} MB] engine-final: {res['engine-final']}", flush=True)
+                shutil.rmtree(work / "engine-final", ignore_errors=True)
+            results[f"{size_mb}mb"] = res
+            if ns.json:  # after each size: a run cut short still leaves what it measured
+                ns.json.write_text(json.dumps(results, indent=2))
+            if "floor" in res:
+                _print_table(size_mb, res)
+            shutil.rmtree(work, ignore_errors=True)
+    finally:
+        if ns.workdir is None:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

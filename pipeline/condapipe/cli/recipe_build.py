@@ -1,0 +1,110 @@
+"""What `condapipe build RECIPE_DIR` does: the recipe through the same resumable plan as a family.
+
+build -> fix -> verify -> test -> publish, so a user's own recipe gets what a family build gets:
+relocatable rpaths, a verified package compressed once at the final level, its tests run on the
+package as published, and a channel that never holds an unverified package. Kept out of the
+click command so the command stays argument plumbing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from condapipe.build import engine_for_recipe
+from condapipe.build.base import BuildOptions
+from condapipe.cli.output import console, err_console, print_json
+from condapipe.errors import CondapipeError
+from condapipe.plan import (
+    PlanFailed,
+    PlanOptions,
+    PlanResult,
+    StepDisplay,
+    build_report,
+    describe,
+    make_recipe_plan,
+    print_summary,
+    run_plan,
+    write_report,
+)
+from condapipe.plan.runner import step_dir_for
+from condapipe.plan.steps import engine_compression_level
+
+
+@dataclass(frozen=True)
+class RecipeBuild:
+    """Everything `build RECIPE_DIR` was asked, after argument parsing."""
+
+    target: str  # as the user typed it (shown back)
+    recipe_dir: Path
+    options: PlanOptions
+    pythons: tuple[str, ...] = ()
+    platform: str | None = None
+    dry_run: bool = False
+    as_json: bool = False
+
+
+def build_recipe_dir(request: RecipeBuild) -> PlanResult | None:
+    """Plan → (dry run: describe) → run → report. Raises what the failing step raised."""
+    options = request.options
+    engine, why = engine_for_recipe(request.recipe_dir, options.engine)
+    head: dict[str, Any] = {
+        "target": request.target,
+        "mode": "recipe-dir",
+        "recipe_dir": str(request.recipe_dir),
+        "engine": engine.name,
+        "engine_reason": why,
+    }
+    plan = make_recipe_plan([request.recipe_dir], options, pythons=request.pythons, platform=request.platform)
+    if request.dry_run:
+        build_step = next(s.id for s in plan.steps if s.kind == "build")
+        engine_options = BuildOptions(
+            output_dir=step_dir_for(options.work_dir, build_step) / "out",
+            work_dir=options.work_dir,
+            channels=(str(options.output_dir.resolve()), *options.channels),
+            override_channels=options.override_channels,
+            pythons=request.pythons,
+            package_format=options.package_format,
+            compression_level=engine_compression_level(options),
+            run_tests=options.run_tests,
+            target_platform=request.platform,
+        )
+        rows = describe(plan)
+        actions = [
+            *engine.describe(request.recipe_dir, engine_options),
+            *(f"{row['action']} {row['id']}: {row['title']} ({row['why']})" for row in rows),
+            f"publish into: {_shown(options.output_dir)}",
+        ]
+        if request.as_json:
+            print_json({**head, "dry_run": True, "actions": actions, "steps": rows})
+        else:
+            console.print(f"would build {request.target} with {engine.name} ({why}):")
+            for action in actions:
+                console.print(f"  {action}", soft_wrap=True, markup=False, highlight=False)
+        return None
+    err_console.print(f"building {request.target} with {engine.name} ({why})")
+    result: PlanResult | None = None
+    error: CondapipeError | None = None
+    try:
+        with StepDisplay(plan, err_console) as display:
+            result = run_plan(plan, display=display)
+    except PlanFailed as exc:
+        result, error = exc.result, exc.cause
+    report = build_report(plan, result, error=str(error) if error else None)
+    paths = write_report(report, plan.work_dir)
+    if request.as_json:
+        print_json({**report, **head})
+    else:
+        print_summary(report, console, paths)
+    if error is not None:
+        raise error
+    return result
+
+
+def _shown(path: Path) -> str:
+    """`path` as the user most likely typed it: relative to the current folder when inside it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,48 @@
+"""The spec a machine-facing command works on (build, doctor, config show): flags, config file,
+then the defaults from the tables and this machine, each choice and spec warning printed once.
+
+`render` stays a pure function of its flags (it renders for any machine), so it does not use this.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from condapipe.cli.output import DEFAULT_WORK_DIR, err_console
+from condapipe.doctor import Machine, find_toolkits
+from condapipe.spec.build_spec import BuildSpec
+from condapipe.spec.defaults import Choice
+from condapipe.spec.options import spec_with_defaults
+
+
+def typed_command(package: str) -> str:
+    """ "condapipe build magma": the command the user ran, up to the flags (for next-step hints)."""
+    ctx = click.get_current_context(silent=True)
+    words = ctx.command_path.split()[1:] if ctx is not None else []
+    return " ".join(["condapipe", *words, package])
+
+
+def machine_spec(
+    package: str, params: dict[str, Any], *, work_dir: Path = DEFAULT_WORK_DIR, quiet: bool = False
+) -> tuple[BuildSpec, tuple[Choice, ...]]:
+    """The BuildSpec with defaults filled in; prints "chose …" and "warning: …" lines to stderr."""
+    spec, choices = spec_with_defaults(
+        package,
+        params,
+        toolkits=lambda: find_toolkits(Machine.from_environ(work_dir)),
+        command=typed_command(package),
+    )
+    if not quiet:
+        echo_choices(spec, choices)
+    return spec, choices
+
+
+def echo_choices(spec: BuildSpec, choices: tuple[Choice, ...]) -> None:
+    """One unwrapped stderr line per default chosen, then one per spec warning."""
+    for choice in choices:
+        err_console.print(choice.line(spec.package), soft_wrap=True, markup=False, highlight=False)
+    for warning in spec.warnings:
+        err_console.print(f"warning: {warning}", soft_wrap=True, markup=False, highlight=False)

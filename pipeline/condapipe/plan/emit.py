@@ -1,0 +1,262 @@
+"""A plan fanned out on a CI engine: one job per variant, prerequisites first, one publish job last.
+
+`ci_variants` reads the variants and their order from a Plan (its steps name their package, and a
+build step needs the publish steps of the prerequisites it consumes); `emit_github_actions` and
+`emit_json` turn them into a workflow. Pure functions of the plan and the request, so the same plan
+gives the same bytes: no timestamps, no machine paths. Each variant job runs
+`condapipe build … --variant ID` into its own channel, which travels to the jobs that need it and to
+the publish job as a CI artifact; the publish job merges them, re-indexes, verifies and uploads with
+the token from the CI secret (an environment variable condapipe.publish.tokens reads, never the file).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ruamel.yaml import YAML
+
+from condapipe.errors import UsageError
+from condapipe.plan.runner import Plan
+from condapipe.publish.tokens import TOKEN_ENV_VARS
+
+FORMATS = ("github-actions", "json")
+CHANNEL_DIR = "channel"  # each job's output channel, relative to the job's workspace
+WORK_DIR = ".condapipe"
+PREREQ_DIR = "prerequisites"  # where a job unpacks the channels of the variants it needs
+TOKEN_ENV = TOKEN_ENV_VARS[-1]  # ANACONDA_API_TOKEN: anaconda-client's name, read by condapipe upload
+TOKEN_SECRET = TOKEN_ENV
+UPLOAD_CHANNEL_ENV = "ANACONDA_CHANNEL"  # the anaconda.org owner, when not given to `plan`
+ARTIFACT_PREFIX = "packages-"
+# The actions the workflow uses, at majors that run on node24 (actionlint flags node20 ones, whose
+# runtime GitHub removes in September 2026). upload-artifact >= 4 and download-artifact >= 4 share
+# one artifact backend, so their majors need not match.
+ACTIONS = {
+    "checkout": "actions/checkout@v5",
+    "setup-python": "actions/setup-python@v6",
+    "upload-artifact": "actions/upload-artifact@v6",
+    "download-artifact": "actions/download-artifact@v7",
+}
+
+
+@dataclass(frozen=True)
+class CiVariant:
+    """One variant job: its ID (the plan's job label) and the IDs whose packages it consumes."""
+
+    id: str
+    needs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CiRequest:
+    """What the jobs run besides the plan: the command line that resolves the same spec everywhere."""
+
+    package: str
+    spec_flags: tuple[str, ...]  # the resolved spec as flags (defaults the plan chose included)
+    build_flags: tuple[str, ...] = ()  # --engine, -c, --no-test, --compile-cache … as given to plan
+    runs_on: str = "ubuntu-latest"
+    python: str = "3.12"  # the runner's Python for condapipe itself
+    install: str = "condapipe"  # pip requirement that installs condapipe on the runner
+    upload_channel: str | None = None  # anaconda.org owner; None: the ANACONDA_CHANNEL variable
+
+
+def ci_variants(plan: Plan) -> list[CiVariant]:
+    """The plan's variants in order, leaving out those it skips (a prerequisite already in a channel)."""
+    order: list[str] = []
+    skipped: dict[str, bool] = {}
+    needs: dict[str, list[str]] = {}
+    for step in plan.steps:
+        label = step.package
+        if label is None:
+            continue
+        if label not in skipped:
+            order.append(label)
+            skipped[label] = True
+            needs[label] = []
+        if step.kind != "test":  # --no-test skips tests in every job; the variant still runs
+            skipped[label] = skipped[label] and step.skip_reason is not None
+        if step.kind == "build":
+            needs[label] += [n.removeprefix("publish:") for n in step.needs if n.startswith("publish:")]
+    kept = [label for label in order if not skipped[label]]
+    return [CiVariant(label, tuple(n for n in needs[label] if n in kept)) for label in kept]
+
+
+def _job_key(variant_id: str) -> str:
+    """A GitHub job id (letters, digits, `-`, `_`) from a variant ID."""
+    key = re.sub(r"[^A-Za-z0-9_-]", "_", variant_id)
+    return key if re.match(r"[A-Za-z_]", key) else f"v_{key}"
+
+
+def _check_text(values: Sequence[str]) -> None:
+    """Refuse what GitHub would evaluate or that would break a line of the workflow."""
+    for value in values:
+        if "${{" in value or "\n" in value or "\r" in value:
+            raise UsageError(f"{value!r} cannot go into a CI workflow (no '${{{{' or line breaks)")
+
+
+def build_argv(request: CiRequest, variant: CiVariant) -> list[str]:
+    """`condapipe build` for one variant, run in the job's workspace."""
+    argv = ["condapipe", "build", request.package, *request.spec_flags, "--variant", variant.id]
+    argv += ["--output-dir", CHANNEL_DIR, "--work-dir", WORK_DIR, *request.build_flags]
+    for dep in variant.needs:
+        argv += ["--channel", f"{PREREQ_DIR}/{dep}"]
+    return argv
+
+
+def publish_argvs(request: CiRequest) -> list[list[str]]:
+    """The publish job after merging every artifact into one channel: index, verify, upload."""
+    owner = request.upload_channel or f"${UPLOAD_CHANNEL_ENV}"
+    return [
+        ["condapipe", "index", "--force", CHANNEL_DIR],
+        ["condapipe", "verify", f"{CHANNEL_DIR}/*/*.conda", f"{CHANNEL_DIR}/*/*.tar.bz2"],
+        # verified in the step before, from the same files
+        ["condapipe", "upload", "--channel", owner, "--output-dir", CHANNEL_DIR, "--no-verify"],
+    ]
+
+
+def _shell(argv: Sequence[str]) -> str:
+    """One bash line: globs and $VARIABLES stay live where the argv means them, the rest is quoted."""
+    words = []
+    for word in argv:
+        if word.startswith(f"{CHANNEL_DIR}/*/"):
+            words.append(word)  # a glob (nullglob is on in that script)
+        elif word.startswith("$"):
+            words.append(f'"{word}"')
+        else:
+            words.append(shlex.quote(word))
+    return " ".join(words)
+
+
+def _check(plan_variants: Sequence[CiVariant], request: CiRequest) -> None:
+    if not plan_variants:
+        raise UsageError("the plan has nothing to build: every variant is skipped")
+    texts = [request.package, *request.spec_flags, *request.build_flags, request.runs_on, request.python]
+    _check_text([*texts, request.install, request.upload_channel or ""])
+    keys = [_job_key(v.id) for v in plan_variants]
+    if len(set(keys)) != len(keys) or "publish" in keys:
+        raise UsageError(f"variant IDs collide as CI job names: {', '.join(keys)}")
+
+
+def emit_json(plan: Plan, request: CiRequest) -> str:
+    """The fan-out for any CI engine: each variant's command, what it needs, what it hands on."""
+    variants = ci_variants(plan)
+    _check(variants, request)
+    doc = {
+        "format": "condapipe-ci/1",
+        "package": request.package,
+        "variants": [
+            {
+                "id": v.id,
+                "needs": list(v.needs),
+                "fetch": {dep: f"{PREREQ_DIR}/{dep}" for dep in v.needs},
+                "run": build_argv(request, v),
+                "artifact": {"name": ARTIFACT_PREFIX + v.id, "path": CHANNEL_DIR},
+            }
+            for v in variants
+        ],
+        "publish": {
+            "needs": [v.id for v in variants],
+            "fetch_all_into": CHANNEL_DIR,
+            "run": publish_argvs(request),
+            "secret_env": [TOKEN_ENV],
+        },
+    }
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def _setup_steps(request: CiRequest) -> list[dict[str, object]]:
+    return [
+        {"uses": ACTIONS["setup-python"], "with": {"python-version": request.python}},
+        {"name": "Install condapipe", "run": f"python -m pip install {shlex.quote(request.install)}"},
+    ]
+
+
+def emit_github_actions(plan: Plan, request: CiRequest) -> str:
+    """A GitHub Actions workflow (manual trigger): one job per variant, then `publish`."""
+    variants = ci_variants(plan)
+    _check(variants, request)
+    jobs: dict[str, object] = {}
+    for v in variants:
+        steps: list[dict[str, object]] = [{"uses": ACTIONS["checkout"]}, *_setup_steps(request)]
+        for dep in v.needs:
+            steps.append(
+                {
+                    "name": f"Fetch {dep}",
+                    "uses": ACTIONS["download-artifact"],
+                    "with": {"name": ARTIFACT_PREFIX + dep, "path": f"{PREREQ_DIR}/{dep}"},
+                }
+            )
+        steps.append({"name": f"Build {v.id}", "run": _shell(build_argv(request, v))})
+        steps.append(
+            {
+                "name": "Hand on the packages",
+                "uses": ACTIONS["upload-artifact"],
+                "with": {"name": ARTIFACT_PREFIX + v.id, "path": CHANNEL_DIR, "if-no-files-found": "error"},
+            }
+        )
+        job: dict[str, object] = {"name": v.id, "runs-on": request.runs_on}
+        if v.needs:
+            job["needs"] = [_job_key(dep) for dep in v.needs]
+        job["steps"] = steps
+        jobs[_job_key(v.id)] = job
+    index, verify, upload = (_shell(argv) for argv in publish_argvs(request))
+    env = {TOKEN_ENV: f"${{{{ secrets.{TOKEN_SECRET} }}}}"}
+    if request.upload_channel is None:
+        env[UPLOAD_CHANNEL_ENV] = f"${{{{ vars.{UPLOAD_CHANNEL_ENV} }}}}"
+    jobs["publish"] = {
+        "name": "verify and publish",
+        "runs-on": request.runs_on,
+        "needs": [_job_key(v.id) for v in variants],
+        "steps": [
+            *_setup_steps(request),
+            {
+                "name": "Fetch every variant's packages",
+                "uses": ACTIONS["download-artifact"],
+                "with": {"pattern": ARTIFACT_PREFIX + "*", "path": CHANNEL_DIR, "merge-multiple": True},
+            },
+            {"name": "Index the merged channel", "run": index},
+            {"name": "Verify every package", "run": f"shopt -s nullglob\n{verify}\n"},
+            {"name": "Upload", "env": env, "run": upload},
+        ],
+    }
+    workflow = {
+        "name": f"condapipe {request.package}",
+        "on": {"workflow_dispatch": None},
+        "permissions": {"contents": "read"},
+        "jobs": jobs,
+    }
+    yaml = YAML(typ="rt")
+    yaml.width = 4096
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    out = io.StringIO()
+    out.write(
+        f"# Written by `condapipe plan {request.package} --emit github-actions`; regenerate, don't edit.\n"
+    )
+    yaml.dump(_literal_blocks(workflow), out)
+    return out.getvalue()
+
+
+def _literal_blocks(value: object) -> object:
+    """Multi-line strings as `|` blocks, so the scripts read as they run."""
+    from ruamel.yaml.scalarstring import LiteralScalarString
+
+    if isinstance(value, dict):
+        return {k: _literal_blocks(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_literal_blocks(v) for v in value]
+    if isinstance(value, str) and "\n" in value:
+        return LiteralScalarString(value)
+    return value
+
+
+def emit(plan: Plan, request: CiRequest, fmt: str) -> str:
+    """The workflow text for `fmt` (one of FORMATS)."""
+    if fmt == "github-actions":
+        return emit_github_actions(plan, request)
+    if fmt == "json":
+        return emit_json(plan, request)
+    raise UsageError(f"--emit {fmt}: choose one of {', '.join(FORMATS)}")

@@ -1,0 +1,275 @@
+"""A local "tool channel": conda packages of cmake and ninja made from their PyPI wheels, offline.
+
+Recipes ask for their build tools (`cmake`, `ninja`) as build requirements, which the engine
+solves from conda channels. A machine without channel access (an air-gapped build host, the
+lent GPU machine, CI without conda-forge) still has pip, and PyPI's `cmake` and `ninja` wheels
+ship ordinary relocatable binaries: `cmake/data/bin/cmake` + `cmake/data/share/cmake-X.Y/`
+and `ninja/data/bin/ninja`. condapipe lays those files out as a conda package
+(`bin/cmake`, `share/cmake-X.Y/...`), writes the `.conda` file directly (zip of
+`metadata.json`, `pkg-*.tar.zst`, `info-*.tar.zst`, as conda-package-handling does) and indexes
+the folder with py-rattler, so the engine finds the tools like any other dependency and the
+recipe stays the same as on a connected machine.
+
+Sources: the distributions installed in condapipe's own Python environment
+(`pip install cmake ninja`), or wheel files (`pip download cmake ninja`). Writes go to a
+temporary name and are renamed; an existing package of the same name, version and build is kept.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import os
+import stat
+import sysconfig
+import tarfile
+import tempfile
+import time
+import zipfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path, PurePosixPath
+
+import zstandard
+
+from condapipe.errors import EnvironmentProblem, UsageError
+from condapipe.publish.channel import index_channel
+
+TOOLS = ("cmake", "ninja")
+BUILD_STRING = "pypi_wheel_0"
+_MAX_WHEEL_BYTES = 2 << 30  # a cmake wheel expands to ~100 MB; refuse absurd archives
+_MAX_MEMBERS = 50_000
+_ARCH = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}
+
+
+@dataclass(frozen=True)
+class ToolFile:
+    """One file of a tool: its path inside the conda package, content and mode."""
+
+    path: str  # relative, posix: bin/cmake, share/cmake-4.1/Modules/...
+    data: bytes
+    executable: bool
+
+
+@dataclass(frozen=True)
+class ToolSource:
+    """A tool's files and version, read from an installed distribution or a wheel file."""
+
+    name: str
+    version: str
+    origin: str  # where the files came from, recorded in info/about.json
+    license: str
+    files: tuple[ToolFile, ...]
+
+
+def _data_path(name: str, posix: str) -> str | None:
+    """Where a wheel file goes in the conda package, None for files that are not the tool's.
+
+    `cmake/data/bin/cmake` -> `bin/cmake` (the wheel's data tree); newer ninja wheels ship the
+    binary as a script, `ninja-1.13.2.data/scripts/ninja` (`../../../bin/ninja` once installed).
+    """
+    parts = PurePosixPath(posix).parts
+    if len(parts) >= 3 and parts[0] == name and parts[1] == "data" and ".." not in parts[2:]:
+        return "/".join(parts[2:])
+    scripts = len(parts) == 3 and parts[0].startswith(f"{name}-") and parts[0].endswith(".data")
+    if (scripts and parts[1] == "scripts") or (parts[-2:] == ("bin", name) and set(parts[:-2]) <= {".."}):
+        return f"bin/{parts[-1]}" if parts[-1] == name else None
+    return None
+
+
+def _is_elf(data: bytes) -> bool:
+    return data[:4] == b"\x7fELF"
+
+
+def _add(files: dict[str, ToolFile], rel: str, data: bytes, executable: bool) -> None:
+    """The data tree wins over a script of the same name (cmake's console-script wrapper is Python)."""
+    if rel in files and _is_elf(files[rel].data):
+        return
+    if rel.startswith("bin/") and rel in files and not _is_elf(data):
+        return
+    files[rel] = ToolFile(rel, data, executable)
+
+
+def _conda_version(version: str) -> str:
+    """PEP 440 to conda: conda versions may not contain '-' or '+'."""
+    return version.replace("-", "_").split("+", 1)[0]
+
+
+def from_installed(name: str) -> ToolSource:
+    """The tool as pip installed it in this Python environment (`pip install cmake ninja`)."""
+    try:
+        dist = metadata.distribution(name)
+    except metadata.PackageNotFoundError:
+        raise EnvironmentProblem(
+            f"--build-tools wheels: the {name} wheel is not installed in condapipe's Python environment",
+            f"python3 -m pip install {name}   (or use --build-tools channels with a channel that has {name})",
+        ) from None
+    files: dict[str, ToolFile] = {}
+    for entry in dist.files or ():
+        rel = _data_path(name, entry.as_posix())
+        if rel is None:
+            continue
+        data = _installed_bytes(dist, entry)
+        if data is not None:
+            _add(files, rel, data[0], data[1])
+    origin = f"installed {name} {dist.version} ({dist.locate_file('')})"
+    return _checked(name, dist.version, origin, dist.metadata.get("License") or "", files)
+
+
+def _installed_bytes(dist: metadata.Distribution, entry: metadata.PackagePath) -> tuple[bytes, bool] | None:
+    """The file RECORD lists, only if its content has the recorded sha256.
+
+    Scripts are recorded as `../../bin/ninja`, which `pip install --target` leaves pointing
+    outside the target (at /bin/ninja, a different ninja): so also look in the target's bin/ and
+    this interpreter's scripts folder, and take only a file whose hash RECORD confirms.
+    """
+    candidates = [Path(str(dist.locate_file(entry)))]
+    if entry.parts[:1] == ("..",):
+        candidates += [
+            Path(str(dist.locate_file(""))) / "bin" / entry.name,
+            Path(sysconfig.get_path("scripts")) / entry.name,
+        ]
+    want = entry.hash.value if entry.hash is not None and entry.hash.mode == "sha256" else None
+    for full in candidates:
+        if full.is_symlink() or not full.is_file():
+            continue
+        data = full.read_bytes()
+        if want is not None:
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            if digest != want:
+                continue
+        elif entry.parts[:1] == ("..",):
+            continue  # unverifiable file outside the distribution
+        return data, bool(full.stat().st_mode & stat.S_IXUSR)
+    return None
+
+
+def from_wheel(path: Path, name: str) -> ToolSource:
+    """The tool from a wheel file (`pip download cmake`); the archive is read, never extracted."""
+    path = Path(path)
+    if not path.is_file() or path.suffix != ".whl":
+        raise UsageError(f"{path}: not a wheel file")
+    dist_version = path.name.split("-")[1] if path.name.count("-") >= 4 else ""
+    files: dict[str, ToolFile] = {}
+    total = 0
+    try:
+        with zipfile.ZipFile(path) as wheel:
+            infos = wheel.infolist()
+            if len(infos) > _MAX_MEMBERS:
+                raise UsageError(f"{path}: {len(infos)} members, more than a tool wheel has")
+            for info in infos:
+                rel = _data_path(name, info.filename)
+                if rel is None or info.is_dir():
+                    continue
+                mode = info.external_attr >> 16
+                if stat.S_ISLNK(mode):
+                    continue
+                total += info.file_size
+                if total > _MAX_WHEEL_BYTES:
+                    raise UsageError(f"{path}: expands to more than {_MAX_WHEEL_BYTES >> 20} MiB")
+                _add(files, rel, wheel.read(info), bool(mode & stat.S_IXUSR))
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise UsageError(f"{path}: not a readable wheel ({exc})") from None
+    return _checked(name, dist_version, f"wheel {path.name}", "", files)
+
+
+def _checked(name: str, version: str, origin: str, license_: str, files: dict[str, ToolFile]) -> ToolSource:
+    tool = files.get(f"bin/{name}")
+    if tool is None or not tool.executable or not _is_elf(tool.data):
+        raise UsageError(f"{origin}: no {name} executable (bin/{name}) in it; not a {name} wheel")
+    if not version:
+        raise UsageError(f"{origin}: no version")
+    return ToolSource(name, _conda_version(version), origin, license_, tuple(files[k] for k in sorted(files)))
+
+
+def default_sources(names: Iterable[str] = TOOLS) -> list[ToolSource]:
+    """Each tool from this Python environment."""
+    return [from_installed(n) for n in names]
+
+
+# ------------------------------------------------------------------------------- writing
+
+
+def _tar_zst(members: Iterator[tuple[str, bytes, int]]) -> bytes:
+    """A deterministic tar (sorted, mtime 0, root-owned) compressed with zstd."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path, data, mode in members:
+            info = tarfile.TarInfo(path)
+            info.size, info.mode, info.mtime, info.uid, info.gid = len(data), mode, 0, 0, 0
+            info.uname = info.gname = ""
+            tar.addfile(info, io.BytesIO(data))
+    return zstandard.ZstdCompressor(level=9, threads=-1).compress(raw.getvalue())
+
+
+def package_name(tool: ToolSource) -> str:
+    return f"{tool.name}-{tool.version}-{BUILD_STRING}"
+
+
+def write_package(tool: ToolSource, subdir_dir: Path, subdir: str) -> Path:
+    """Write `<name>-<version>-pypi_wheel_0.conda` into `subdir_dir` (temp name, then rename)."""
+    stem = package_name(tool)
+    index = {
+        "name": tool.name,
+        "version": tool.version,
+        "build": BUILD_STRING,
+        "build_number": 0,
+        "depends": [],
+        "license": tool.license,
+        "subdir": subdir,
+        "arch": _ARCH.get(subdir),
+        "platform": subdir.split("-")[0],
+        "timestamp": int(time.time() * 1000),
+    }
+    paths = [
+        {
+            "_path": f.path,
+            "path_type": "hardlink",
+            "sha256": hashlib.sha256(f.data).hexdigest(),
+            "size_in_bytes": len(f.data),
+        }
+        for f in tool.files
+    ]
+    about = {
+        "summary": f"{tool.name} repackaged by condapipe from its PyPI wheel (build tool, offline builds)",
+        "description": f"Files of {tool.origin}, laid out as a conda package.",
+        "license": tool.license,
+    }
+    info = {
+        "info/index.json": json.dumps(index, indent=2, sort_keys=True).encode(),
+        "info/paths.json": json.dumps({"paths": paths, "paths_version": 1}, indent=2).encode(),
+        "info/files": "".join(f.path + "\n" for f in tool.files).encode(),
+        "info/about.json": json.dumps(about, indent=2, sort_keys=True).encode(),
+    }
+    pkg_tar = _tar_zst((f.path, f.data, 0o755 if f.executable else 0o644) for f in tool.files)
+    info_tar = _tar_zst((p, d, 0o644) for p, d in sorted(info.items()))
+    subdir_dir.mkdir(parents=True, exist_ok=True)
+    dest = subdir_dir / f"{stem}.conda"
+    fd, tmp = tempfile.mkstemp(prefix=f".{stem}.", suffix=".part", dir=subdir_dir)
+    try:
+        with os.fdopen(fd, "wb") as fh, zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_STORED) as z:
+            z.writestr("metadata.json", json.dumps({"conda_pkg_format_version": 2}))
+            z.writestr(f"pkg-{stem}.tar.zst", pkg_tar)
+            z.writestr(f"info-{stem}.tar.zst", info_tar)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the package from a channel server
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return dest
+
+
+def make_tool_channel(
+    channel_dir: Path, sources: Iterable[ToolSource], subdir: str = "linux-64"
+) -> list[Path]:
+    """Write each tool's package into `channel_dir/<subdir>/` (kept when already there) and index."""
+    channel_dir = Path(channel_dir)
+    written = []
+    for tool in sources:
+        dest = channel_dir / subdir / f"{package_name(tool)}.conda"
+        written.append(dest if dest.is_file() else write_package(tool, channel_dir / subdir, subdir))
+    index_channel(channel_dir)
+    return written

@@ -1,0 +1,83 @@
+"""Guards for user-named paths, decided in one place: folders written into or replaced, files read.
+
+An empty string silently means the current directory to `Path('')`, and `/` or `$HOME` as a
+channel or recipe folder is always a typo with a large blast radius, so every command that
+writes into a user-named folder asks `destination()` first, and every command that *replaces*
+a folder asks `replaceable()` (never the current directory, one of its parents, `$HOME` or `/`).
+A user-named file (config, catalog, token, package) is opened with `open_regular()`: anything but
+a regular file is refused before it is opened, since reading a FIFO or a device never ends.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+from condapipe.errors import UsageError
+
+
+def destination(value: str | os.PathLike[str] | None, what: str) -> Path:
+    """`value` as a folder condapipe may write into: not empty, not the filesystem root."""
+    text = os.fspath(value) if value is not None else ""
+    if not text.strip():
+        raise UsageError(f"{what}: an empty path is not a folder (use . for the current directory)")
+    if "\0" in text:
+        raise UsageError(f"{what}: the path contains a NUL byte")
+    path = Path(text)
+    if _resolved(path) == Path("/"):
+        raise UsageError(f"{what}: refusing to use the filesystem root {text!r}")
+    return path
+
+
+def replaceable(path: Path, what: str) -> Path:
+    """`path` as a folder that may be deleted and replaced: none that holds the user's work."""
+    destination(path, what)
+    target = _resolved(path)
+    cwd = _resolved(Path.cwd())
+    if target == cwd or target in cwd.parents:
+        raise UsageError(
+            f"{what}: refusing to replace {path}: it is the current directory or one of its parents"
+        )
+    home = os.environ.get("HOME")
+    if home and target == _resolved(Path(home)):
+        raise UsageError(f"{what}: refusing to replace {path}: it is the home directory")
+    return path
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: compare what we can
+        return path.absolute()
+
+
+@contextmanager
+def open_regular(path: Path) -> Iterator[IO[bytes]]:
+    """Open `path` for reading only if it is a regular file (a FIFO would block, a device never end)."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise UsageError(f"{path}: not a regular file")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # swapped between stat and open
+            raise UsageError(f"{path}: not a regular file")
+        yield fh
+
+
+def read_regular_bytes(path: Path, *, max_bytes: int = 64 << 20) -> bytes:
+    """The bytes of a user-named regular file (config, catalog, token), refusing others and huge ones."""
+    with open_regular(path) as fh:
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise UsageError(f"{path}: larger than {max_bytes >> 20} MiB")
+    return data

@@ -1,0 +1,101 @@
+"""--compile-cache: a local ccache directory, or a store sccache shares between machines.
+
+What a build gets is environment, never a recipe change: the same recipe builds with or without a
+cache, and a cache setting never makes the plan rebuild anything. `CONDAPIPE_COMPILE_CACHE` (passed
+to build.sh by value, so it lands in the rendered recipe) holds only a directory or the word
+"sccache"; the store itself (endpoint, bucket, credentials) travels in sccache's own variables,
+which the recipes pass by name only (data/compile_cache.yaml). Credentials are read from the
+environment: a URL with a password on the command line or in the config file is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from ruamel.yaml import YAML
+
+from condapipe.errors import UsageError
+
+COMPILE_CACHE_ENV = "CONDAPIPE_COMPILE_CACHE"
+SCCACHE_MODE = "sccache"
+
+
+@cache
+def _data() -> dict[str, Any]:
+    text = resources.files("condapipe.data").joinpath("compile_cache.yaml").read_text(encoding="utf-8")
+    return YAML(typ="safe").load(text)
+
+
+def sccache_env_names() -> tuple[str, ...]:
+    """The sccache/AWS settings build.sh receives by name (values stay out of recipes and logs)."""
+    return tuple(_data()["sccache_env"])
+
+
+def remote_schemes() -> tuple[str, ...]:
+    return tuple(_data()["schemes"])
+
+
+@dataclass(frozen=True)
+class CompileCache:
+    """A resolved --compile-cache: what it is (for messages) and the build environment it sets."""
+
+    kind: str  # "directory" or a URL scheme ("redis", "s3")
+    display: str  # safe to print: a path, or scheme://host/prefix without credentials
+    env: tuple[tuple[str, str], ...]
+
+
+def resolve_compile_cache(
+    value: str, environ: Mapping[str, str], *, base: Path | None = None
+) -> CompileCache:
+    """`value` (DIR | redis://HOST:PORT[/DB] | s3://BUCKET[/PREFIX] | SCHEME:// with the rest in
+    the environment) as the build environment. One-line UsageError for what cannot work."""
+    text = value.strip()
+    if not text:
+        raise UsageError("--compile-cache needs a directory or a URL (redis://HOST:PORT, s3://BUCKET/PREFIX)")
+    if "://" not in text:
+        path = Path(text).expanduser()
+        if not path.is_absolute():
+            path = (base or Path.cwd()) / path
+        if path.exists() and not path.is_dir():
+            raise UsageError(f"--compile-cache {value}: not a directory")
+        resolved = str(path.resolve())
+        return CompileCache("directory", resolved, ((COMPILE_CACHE_ENV, resolved),))
+    scheme = text.split("://", 1)[0].lower()
+    rules = _data()["schemes"].get(scheme)
+    if rules is None:
+        known = ", ".join(f"{s}://" for s in remote_schemes())
+        raise UsageError(f"--compile-cache: unsupported store {scheme}:// (use a directory or {known})")
+    parts = urlsplit(text)
+    if parts.password is not None or parts.username is not None:
+        raise UsageError(
+            "--compile-cache: credentials do not belong on the command line or in the config file; "
+            "set SCCACHE_REDIS_PASSWORD (Redis) or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (S3) instead"
+        )
+    env: dict[str, str] = {}
+    if parts.netloc:
+        if "endpoint" in rules:
+            env[rules["endpoint"]] = text
+        if "bucket" in rules:
+            env[rules["bucket"]] = parts.hostname or parts.netloc
+            prefix = parts.path.strip("/")
+            if prefix:
+                env[rules["prefix"]] = prefix
+        display = f"{scheme}://{parts.netloc}{parts.path}"
+    else:
+        needed = rules["from_env"]
+        if not environ.get(needed):
+            raise UsageError(
+                f"--compile-cache {scheme}:// names no store: give {scheme}://... or set {needed}"
+            )
+        display = f"{scheme}:// (from {needed})"
+    # Every name is set (empty when unset) so that neither engine warns about a missing one.
+    full = {name: environ.get(name, "") for name in sccache_env_names()}
+    full.update(env)
+    full[COMPILE_CACHE_ENV] = SCCACHE_MODE
+    return CompileCache(scheme, display, tuple(sorted(full.items())))

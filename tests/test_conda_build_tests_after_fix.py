@@ -1,0 +1,71 @@
+"""A conda-build package's own tests (info/test/) run again after fix, before publish.
+
+conda-build keeps a v0 recipe's tests inside the package (conda_build/create_test.py: test
+commands in info/test/run_test.sh, imports in run_test.py, test/requires in
+test_time_dependencies.json). rattler-build's Package API counts only v1 tests, so a package
+rewritten by `fix` used to be published untested with "no tests" in the report. The test step
+now runs those scripts in a fresh environment made from the fixed package (rattler-build's
+legacy-test runner), counts them in the report, and stops the pipeline when one fails.
+Built with the conda-build stand-in (tests/standins/conda), which writes info/test/ as the real one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from e2e_helpers import condapipe
+from test_engine_conda_build import TESTED_META, make_tested_recipe
+
+from condapipe.build.conda_build import _works
+
+STANDINS = Path(__file__).parent / "standins"
+
+
+@pytest.fixture(autouse=True)
+def _standin(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", f"{STANDINS}:{os.environ['PATH']}")
+    _works.cache_clear()
+
+
+def build(recipe: Path, cwd: Path) -> tuple[int, dict]:
+    code, out, _err = condapipe(
+        "build", str(recipe), "--engine", "conda-build", "--output-dir", str(cwd / "chan"), "--json", cwd=cwd
+    )
+    return code, json.loads(out)
+
+
+def step(result: dict, kind: str) -> dict:
+    (found,) = [s for s in result["steps"] if s["kind"] == kind]
+    return found
+
+
+NO_REQUIRES = TESTED_META.replace("  requires:\n    - bash\n", "")
+
+
+def test_the_packages_own_tests_run_after_fix_and_are_counted(tmp_path: Path) -> None:
+    code, result = build(make_tested_recipe(tmp_path, meta=NO_REQUIRES), tmp_path)
+    assert code == 0, result.get("error")
+    assert list(step(result, "test")["data"]["tests"].values()) == ["1 passed"]
+    log = Path(step(result, "test")["log"]).read_text()
+    assert "conda-build tests in info/test: run_test.sh" in log
+    assert list((tmp_path / "chan" / "linux-64").glob("hello-tested-*.conda"))
+
+
+def test_a_test_that_fails_in_the_installed_package_stops_the_publish(tmp_path: Path) -> None:
+    # Passes in conda-build's own build prefix (no conda-meta there), fails in a real environment:
+    # only a test run on the package after fix can see it.
+    meta = NO_REQUIRES + '    - test ! -d "$PREFIX/conda-meta"\n'
+    code, result = build(make_tested_recipe(tmp_path, meta=meta), tmp_path)
+    assert code == 1
+    assert "conda-build tests (run_test.sh) of hello-tested" in result["error"]
+    assert step(result, "test")["status"] == "failed"
+    assert not list((tmp_path / "chan").glob("*/hello-tested-*.conda"))
+
+
+def test_a_test_requirement_in_no_channel_is_named(tmp_path: Path) -> None:
+    code, result = build(make_tested_recipe(tmp_path), tmp_path)  # test/requires: bash
+    assert code == 1
+    assert "test requires bash" in result["error"]

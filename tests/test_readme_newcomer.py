@@ -1,0 +1,150 @@
+"""A newcomer follows README.md literally: a clean checkout, a fresh venv, the README's commands.
+
+The commands are parsed out of README.md's first code blocks (so this test breaks when the README
+changes): the setup line (its install runs as written; the main job with --dry-run), the test
+command (its install runs as written; then the tests that need the PyPI test tools run with the
+venv's Python), and the three headline commands of "What it does", each with --dry-run, in a
+fresh project directory. The venv is made with `python3 -m venv` (no system site-packages) and
+installs from the package index pip is configured with, as a newcomer's would.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+
+
+def readme_blocks() -> list[list[str]]:
+    """The README's indented code blocks, in order, each a list of its (dedented) lines."""
+    blocks: list[list[str]] = []
+    current: list[str] = []
+    previous_blank = True
+    for line in (REPO / "README.md").read_text().splitlines():
+        if line.startswith("    ") and (current or previous_blank):
+            current.append(line[4:])
+        elif current and not line.strip():
+            current.append("")
+        else:
+            if current:
+                blocks.append([x for x in current if x.strip()])
+            current = []
+        previous_blank = not line.strip()
+    if current:
+        blocks.append([x for x in current if x.strip()])
+    return blocks
+
+
+def commands() -> dict[str, list[str]]:
+    setup, tests, headline = readme_blocks()[:3]
+    return {"setup": setup, "tests": tests, "headline": headline}
+
+
+def clean_checkout(dest: Path) -> Path:
+    """What a clone of this tree would hold: the tracked and not-ignored files, nothing built."""
+    if not (REPO / ".git").exists() or shutil.which("git") is None:
+        pytest.skip("needs a git checkout of condapipe and git")
+    subprocess.run(["git", "clone", "-q", str(REPO), str(dest)], check=True)
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=REPO, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    for raw in filter(None, listed):  # uncommitted edits count: the test checks this tree, not HEAD
+        rel = raw.decode()
+        src, dst = REPO / rel, dest / rel
+        if src.is_file() and not src.is_symlink():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+    deleted = subprocess.run(["git", "ls-files", "-z", "-d"], cwd=REPO, capture_output=True, check=True)
+    for raw in filter(None, deleted.stdout.split(b"\0")):
+        (dest / raw.decode()).unlink(missing_ok=True)
+    return dest
+
+
+def shell(line: str, cwd: Path, env: dict[str, str], timeout: int = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def dry(line: str) -> str:
+    """A README command line as a dry run: `--dry-run` appended to each condapipe command in it."""
+    return " && ".join(
+        part.strip() + (" --dry-run" if part.strip().startswith("condapipe ") else "")
+        for part in line.split("&&")
+    )
+
+
+def test_readme_commands_work_for_a_newcomer(tmp_path: Path) -> None:
+    readme = commands()
+    assert readme["setup"] == [
+        "python3 -m pip install -e . && condapipe build cuda-smoke --cuda 13.0 --arch 9.0"
+    ], "the README's first command changed: update this test's expectations with it"
+    assert readme["tests"] == ["python3 -m pip install -e '.[test]' && python3 -m pytest"]
+    assert [shlex.split(c)[:3] for c in readme["headline"]] == [
+        ["condapipe", "build", "pytorch"],
+        ["condapipe", "build", "magma"],
+        ["condapipe", "upload", "--channel"],
+    ]
+    assert readme["tests"][0] in (REPO / ".ci" / "run").read_text(), (
+        ".ci/run must run the README's test command"
+    )
+
+    checkout = clean_checkout(tmp_path / "condapipe")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env.update(VIRTUAL_ENV=str(venv), PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
+    has_nvcc = shutil.which("nvcc") is not None
+
+    # 1. The setup line: the install as written, the main job as a dry run.
+    setup = shell(dry(readme["setup"][0]), checkout, env)
+    assert (venv / "bin" / "condapipe").exists(), setup.stderr[-3000:]
+    main_job_code = 0 if has_nvcc and "doctor: block" not in setup.stderr else 3
+    assert setup.returncode == main_job_code, setup.stderr[-3000:]
+    assert "render:cuda-smoke-1.0.0-cuda13.0" in setup.stdout
+
+    # 2. The test command: its install as written, then the tests that need the PyPI test tools.
+    install = readme["tests"][0].split("&&")[0].strip()
+    tools = shell(install, checkout, env)
+    assert tools.returncode == 0, tools.stderr[-3000:]
+    for tool in ("shellcheck", "cmake", "ninja", "pytest"):
+        assert (venv / "bin" / tool).exists(), f"the test extras must bring {tool}"
+    quality = shell("python3 -m pytest -q -p no:cacheprovider tests/test_render_quality.py", checkout, env)
+    assert quality.returncode == 0, quality.stdout[-3000:]
+
+    # 3. The three headline commands, as dry runs in a fresh project directory.
+    project = tmp_path / "project"
+    project.mkdir()
+    pytorch_cmd, magma_cmd, upload_cmd = readme["headline"]
+
+    pytorch = shell(dry(pytorch_cmd), project, env)
+    assert "chose pytorch 1.9.1: no release was built upstream for CUDA 11.0" in pytorch.stderr
+    assert "chose python 3.9: " in pytorch.stderr
+    blocked = "doctor: block:" in pytorch.stderr
+    assert pytorch.returncode == (3 if blocked else 0), pytorch.stderr
+    if blocked:
+        assert re.search(r"^  stop ", pytorch.stdout, re.M) and not re.search(
+            r"^  run ", pytorch.stdout, re.M
+        )
+
+    magma = shell(dry(magma_cmd), project, env)
+    if has_nvcc:
+        assert re.match(r"chose cuda \d+\.\d+: the CUDA of the nvcc on PATH", magma.stderr), magma.stderr
+        assert magma.returncode == (3 if "doctor: block:" in magma.stderr else 0), magma.stderr
+    else:
+        assert magma.returncode == 2 and "run: condapipe build magma --cuda" in magma.stderr
+
+    upload = shell(dry(upload_cmd), project, {**env, "ANACONDA_API_TOKEN": "", "BINSTAR_API_TOKEN": ""})
+    assert upload.returncode == 2, upload.stderr
+    assert f"nothing to upload: no .conda or .tar.bz2 package under {project / 'channel'}" in upload.stderr
+    assert not (project / "channel").exists() and not (project / ".condapipe").exists()
