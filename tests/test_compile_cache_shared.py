@@ -24,6 +24,7 @@ import pytest
 from render_helpers import load_yaml, run_cli, variant_combos
 
 from condapipe.errors import UsageError
+from condapipe.publish.channel import index_channel
 from condapipe.spec.compile_cache import COMPILE_CACHE_ENV, resolve_compile_cache, sccache_env_names
 
 STANDIN = Path(__file__).parent / "data" / "libtorch-standin"
@@ -193,7 +194,10 @@ def test_the_store_is_passed_by_name_and_the_recipe_never_holds_it(recipe: Path)
     assert env[COMPILE_CACHE_ENV] == "sccache"
     assert env["SCCACHE_REDIS_ENDPOINT"] == "redis://cache.internal:6379"
     assert env["AWS_ACCESS_KEY_ID"] == "AKIA-x"  # taken from the environment, passed along
-    assert set(sccache_env_names()) <= set(env)  # every name set, so no engine warns about one
+    # Only names with a value: rattler-build masks each secret's value in its log, and an empty
+    # value would interleave its mask between every character of the build output.
+    assert all(value for value in env.values())
+    assert set(env) - {COMPILE_CACHE_ENV} <= set(sccache_env_names())
     v1 = load_yaml((recipe / "recipe.yaml").read_text())
     assert v1["build"]["script"]["secrets"] == list(sccache_env_names())
     assert "SCCACHE_REDIS_ENDPOINT" not in v1["build"]["script"]["env"]
@@ -226,3 +230,54 @@ def test_what_cannot_work_is_a_one_line_usage_error(value: str, message: str) ->
 def test_a_directory_keeps_the_local_ccache(tmp_path: Path) -> None:
     cache = resolve_compile_cache("cache-dir", {}, base=tmp_path)
     assert dict(cache.env) == {COMPILE_CACHE_ENV: str((tmp_path / "cache-dir").resolve())}
+
+
+def _condapipe_build_on_a_machine(machine: Path, runner: Path, redis: str, stubs: Path) -> tuple[dict, float]:
+    """`condapipe build libtorch` (rattler-build) as one CI runner: its own HOME, TMPDIR and output
+    channel; the runner's checkout (and so --work-dir) at the same absolute path on every runner."""
+    shutil.rmtree(runner, ignore_errors=True)  # a fresh runner: nothing left from another machine
+    runner.mkdir(parents=True)
+    for sub in ("home", "tmp"):
+        (machine / sub).mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "HOME": str(machine / "home"), "TMPDIR": str(machine / "tmp")}
+    started = time.monotonic()
+    proc = subprocess.run(
+        [
+            *(shutil.which("python3") or "python3", "-c", "from condapipe.cli.main import main; main()"),
+            *("build", "libtorch", "--version", "2.9.0", "--cuda", "13.0", "--arch", "8.0;9.0+PTX"),
+            *("--blas", "openblas", "--source", str(STANDIN), "--force", "--no-test"),
+            *("--compile-cache", redis, "--work-dir", str(runner / ".condapipe")),
+            *("--output-dir", str(machine / "channel"), "--channel", str(stubs)),
+        ],
+        cwd=runner,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return _stats(proc.stdout + proc.stderr), elapsed
+
+
+@needs_tools
+def test_condapipe_build_on_a_second_runner_takes_cuda_objects_from_the_store(
+    tmp_path: Path, redis: str
+) -> None:
+    """Through the real `condapipe build` and rattler-build: the engine's build folder has no random
+    or time-stamped part, so a second runner with the same checkout path hits for C++ and CUDA."""
+    from test_libtorch_standin_e2e import CUDA_SETTINGS, _recipe_dependencies, _stub_package
+
+    stubs = tmp_path / "stubs"  # the conda packages the recipe asks for, magma-cuda130 among them
+    for name in sorted(_recipe_dependencies(CUDA_SETTINGS)):
+        _stub_package(stubs, name)
+    index_channel(stubs)
+    runner = tmp_path / "runner"
+    first, first_s = _condapipe_build_on_a_machine(tmp_path / "machine-a", runner, redis, stubs)
+    assert _total(first["cache_hits"]) == 0
+    second, second_s = _condapipe_build_on_a_machine(tmp_path / "machine-b", runner, redis, stubs)
+    hits, misses = _total(second["cache_hits"]), _total(second["cache_misses"])
+    rate = f"{hits}/{hits + misses}"
+    print(f"condapipe build: machine A {first_s:.1f} s, machine B {second_s:.1f} s, hit rate {rate}")
+    assert hits / (hits + misses) > 0.9, second
+    assert {"C/C++", "CUDA"} <= set(second["cache_hits"]["counts"])

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -98,14 +97,21 @@ class RattlerBuildEngine:
         return True
 
     def scratch_dir(self, options: BuildOptions, name: str) -> Path:
-        """A fresh rattler-build output folder (bld/, test/, its repodata) under the work dir.
+        """rattler-build's output folder (bld/, test/, its repodata) for `name`, emptied first.
 
-        Fresh per build because rattler-build also solves against its own output folder: a
-        shared one would let stale packages satisfy dependencies the output channel lacks.
+        Emptied because rattler-build also solves against its own output folder: stale packages
+        must not satisfy dependencies the output channel lacks. The path is stable (no random or
+        time-stamped part, and `no_build_id` below) so that a shared compile cache (sccache) hits
+        for CUDA objects too: nvcc embeds the source path in its device passes, so only a build
+        under the same path on another machine (CI runners check out to one path) can reuse them.
+        A plan holds the work-dir lock while it builds, so no two builds share the folder at once.
         """
-        parent = options.work_dir / "rattler-build"
-        parent.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=parent))
+        scratch = options.work_dir.resolve() / "rattler-build" / name
+        if scratch.is_symlink() or scratch.is_file():
+            scratch.unlink()
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir(parents=True)
+        return scratch
 
     def channels(self, options: BuildOptions) -> list[str]:
         """The output folder first, then the caller's; nothing implicit (conda-forge) is added.
@@ -168,6 +174,7 @@ class RattlerBuildEngine:
                             channels=self.channels(options),
                             progress_callback=_LogForwarder(log),
                             package_format=package_format_arg(options),
+                            no_build_id=True,
                         )
                         built.extend(Path(p) for p in result.packages)
             except rb.RattlerBuildError as exc:

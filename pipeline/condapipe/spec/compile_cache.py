@@ -94,8 +94,9 @@ def resolve_compile_cache(
                 f"--compile-cache {scheme}:// names no store: give {scheme}://... or set {needed}"
             )
         display = f"{scheme}:// (from {needed})"
-    # Every name is set (empty when unset) so that neither engine warns about a missing one.
-    full = {name: environ.get(name, "") for name in sccache_env_names()}
+    # Only names with a value: rattler-build masks every secret's value in its output, and an
+    # empty value would mask the empty string between every character of the whole build log.
+    full = {name: environ[name] for name in sccache_env_names() if environ.get(name)}
     full.update(env)
     full[COMPILE_CACHE_ENV] = SCCACHE_MODE
     return CompileCache(scheme, display, tuple(sorted(full.items())))
