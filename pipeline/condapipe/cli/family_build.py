@@ -126,14 +126,7 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
         return None
     doctor.raise_if_blocking(force=request.force)
     plan = make_family_plan(request.spec, options, request.variant)
-    result: PlanResult | None = None
-    error: CondapipeError | None = None
-    try:
-        with StepDisplay(plan, err_console) as display:
-            result = run_plan(plan, display=display)
-    except PlanFailed as exc:
-        result, error = exc.result, exc.cause
-    report = build_report(plan, result, error=str(error) if error else None)
+    result, error, report = run_and_report(plan)
     report["doctor"] = doctor.to_dict()
     paths = write_report(report, plan.work_dir)
     if request.as_json:
@@ -143,3 +136,17 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
     if error is not None:
         raise error
     return result
+
+
+def run_and_report(plan: Plan) -> tuple[PlanResult | None, CondapipeError | None, dict[str, Any]]:
+    """Run `plan` with the live step display; the result, the error that stopped it, the report.
+
+    Shared by `build PACKAGE` and `build RECIPE_DIR`, which run the same steps."""
+    result: PlanResult | None = None
+    error: CondapipeError | None = None
+    try:
+        with StepDisplay(plan, err_console) as display:
+            result = run_plan(plan, display=display)
+    except PlanFailed as exc:
+        result, error = exc.result, exc.cause
+    return result, error, build_report(plan, result, error=str(error) if error else None)

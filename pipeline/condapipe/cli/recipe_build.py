@@ -14,18 +14,14 @@ from typing import Any
 
 from condapipe.build import engine_for_recipe
 from condapipe.build.base import BuildOptions
+from condapipe.cli.family_build import run_and_report
 from condapipe.cli.output import console, err_console, print_json
-from condapipe.errors import CondapipeError
 from condapipe.plan import (
-    PlanFailed,
     PlanOptions,
     PlanResult,
-    StepDisplay,
-    build_report,
     describe,
     make_recipe_plan,
     print_summary,
-    run_plan,
     write_report,
 )
 from condapipe.plan.runner import step_dir_for
@@ -84,14 +80,7 @@ def build_recipe_dir(request: RecipeBuild) -> PlanResult | None:
                 console.print(f"  {action}", soft_wrap=True, markup=False, highlight=False)
         return None
     err_console.print(f"building {request.target} with {engine.name} ({why})")
-    result: PlanResult | None = None
-    error: CondapipeError | None = None
-    try:
-        with StepDisplay(plan, err_console) as display:
-            result = run_plan(plan, display=display)
-    except PlanFailed as exc:
-        result, error = exc.result, exc.cause
-    report = build_report(plan, result, error=str(error) if error else None)
+    result, error, report = run_and_report(plan)
     paths = write_report(report, plan.work_dir)
     if request.as_json:
         print_json({**report, **head})
