@@ -263,25 +263,39 @@ class _Journal:
         key = hashlib.sha256(f"{site}\0{owner}\0{basename}".encode()).hexdigest()[:20]
         return state_dir / "replace" / f"{key}.json"
 
+    @staticmethod
+    def backup_path(path: Path, basename: str) -> Path:
+        """Where the old file's backup lives: beside the journal, under the file's own name (a
+        .conda needs it). Derived, never read from the journal, so an edited journal cannot point
+        `discard` at another file."""
+        name = basename.rsplit("/", 1)[-1]
+        if name in ("", ".", "..") or "\0" in name:
+            raise ValueError(f"not a package file name: {basename!r}")
+        return path.with_suffix("") / name
+
     @classmethod
     def load(cls, path: Path) -> _Journal | None:
+        if not path.is_file() or path.is_symlink():  # a journal is a regular file condapipe wrote
+            return None
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
+            basename = str(data["basename"])
             return cls(
                 path,
                 str(data["site"]),
                 str(data["owner"]),
-                str(data["basename"]),
+                basename,
                 str(data["old_sha256"]),
                 [str(x) for x in data["old_labels"]],
                 str(data["new_sha256"]),
-                Path(data["backup"]),
+                cls.backup_path(path, basename),
             )
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
     def save(self) -> None:
-        data = {k: str(v) if isinstance(v, Path) else v for k, v in vars(self).items() if k != "path"}
+        skip = ("path", "backup")  # the backup's place is derived from the journal's (backup_path)
+        data = {k: v for k, v in vars(self).items() if k not in skip}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.name + ".tmp")
         tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
@@ -457,7 +471,7 @@ class _Upload:
                 old_sha,
                 [str(x) for x in record.get("labels") or ["main"]],
                 self.sha256,
-                path.with_suffix("") / self.meta.basename.rsplit("/", 1)[-1],  # .conda needs its name
+                _Journal.backup_path(path, self.meta.basename),
             )
             journal.backup.parent.mkdir(parents=True, exist_ok=True)
             self.call(lambda: self.site.download_dist(self.owner, self.meta, journal.backup, old_sha))

@@ -25,6 +25,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from condapipe.errors import UsageError
+from condapipe.hashing import hash_file
 from condapipe.spec import tables
 from condapipe.spec.families import FamilyRules, family_rules, known_packages
 from condapipe.spec.variant import CudaVariant, link_overflow_warning, resolve_variant
@@ -203,8 +204,6 @@ def _source(
         path = Path(text).expanduser()
         if path.is_file() and path.name.endswith(SOURCE_ARCHIVES):
             # A local release tarball: a file:// URL with its sha256, unpacked by the engine.
-            from condapipe.hashing import hash_file
-
             return Source(kind="url", url=path.resolve().as_uri(), sha256=hash_file(path).sha256)
         if not path.is_dir():
             raise UsageError(

@@ -9,6 +9,7 @@ never holds an unverified package. Packages land in --output-dir, which is kept 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -150,23 +151,25 @@ def command(
     cache_env = _compile_cache_env(target, compile_cache, spec_params)
     if build_tools == "wheels":
         channels = (*channels, _tool_channel(work_dir, dry_run))
+    from condapipe.plan import PlanOptions
+
+    # Families and recipe directories run the same plan: build -> fix -> verify -> test -> publish.
+    plan_options = PlanOptions(
+        output_dir=output_dir.absolute(),
+        work_dir=work_dir.absolute(),
+        engine=engine,
+        channels=channels,
+        override_channels=override_channels,
+        package_format=package_format,
+        compression_level=compression_level,
+        run_tests=not no_test,
+        env=cache_env,
+        echo=echo_lines(),
+    )
     if recipe_dir is None:  # a package family: doctor, then the resumable plan (condapipe.cli.family_build)
         from condapipe.cli.family_build import FamilyBuild, build_family
         from condapipe.cli.spec_input import machine_spec
-        from condapipe.plan import PlanOptions
 
-        plan_options = PlanOptions(
-            output_dir=output_dir.absolute(),
-            work_dir=work_dir.absolute(),
-            engine=engine,
-            channels=channels,
-            override_channels=override_channels,
-            package_format=package_format,
-            compression_level=compression_level,
-            run_tests=not no_test,
-            env=cache_env,
-            echo=echo_lines(),
-        )
         spec, _ = machine_spec(target, spec_params, work_dir=work_dir)
         if variant is not None:  # an unknown ID is refused before doctor runs
             from condapipe.plan.build_plan import family_jobs, select_variant
@@ -183,21 +186,10 @@ def command(
         flags = ", ".join("--" + k.replace("_", "-") for k in extra)
         raise UsageError(f"{flags} only apply to package families, not to the recipe directory {target}")
     from condapipe.cli.recipe_build import RecipeBuild, build_recipe_dir
-    from condapipe.plan import PlanOptions
 
-    # The same plan as a family's variants: build -> fix -> verify -> test -> publish, resumable.
-    plan_options = PlanOptions(
-        output_dir=output_dir.absolute(),
-        work_dir=work_dir.absolute(),
-        engine=engine,
-        channels=channels,
-        override_channels=override_channels,
-        package_format=package_format,
-        compression_level=compression_level,
-        run_tests=not no_test,
-        env=tuple(sorted({**dict(cache_env), **cli_settings(spec_params).get("env", {})}.items())),
-        echo=echo_lines(),
-    )
+    # A family's --env goes into its recipe; a recipe directory gets it as build environment.
+    env = {**dict(cache_env), **cli_settings(spec_params).get("env", {})}
+    plan_options = dataclasses.replace(plan_options, env=tuple(sorted(env.items())))
     request = RecipeBuild(
         target,
         recipe_dir,
