@@ -175,8 +175,8 @@ def _all_files(root: Path) -> list[str]:
 def flow_anchor(root: Path, out: Path, level: int) -> None:
     from conda_package_handling.conda_fmt import CondaFormat_v2
 
-    from condapipe.fix.elf.patchers import patchelf_binary
-    from condapipe.fix.elf.rpath import origin_relative
+    from condapipe.fix.patchers import patchelf_binary
+    from condapipe.fix.rpath import origin_relative
     from condapipe.hashing import hash_file
 
     patchelf = patchelf_binary()
@@ -198,8 +198,8 @@ def flow_anchor(root: Path, out: Path, level: int) -> None:
 
 def flow_condapipe(root: Path, out: Path, level: int, threads: int, max_memory_mib: int = 1024) -> None:
     from condapipe.fix.fixer import FixOptions, fix_prefix
-    from condapipe.fix.package_io import PackOptions, pack
     from condapipe.hashing import hash_file
+    from condapipe.package.io import PackOptions, pack
 
     report = fix_prefix(root, FixOptions(build_prefixes=(PREFIX,)))
     if report.errors:
@@ -238,7 +238,7 @@ def flow_zstd(root: Path, out: Path, level: int) -> None:
 
 
 def inplace_edit_ms(path: Path) -> float:
-    from condapipe.fix.elf.patchers import Change, InPlacePatcher
+    from condapipe.fix.patchers import Change, InPlacePatcher
 
     t = time.perf_counter()
     InPlacePatcher().apply(path, Change(rpath="$ORIGIN:$ORIGIN/../../../.."))

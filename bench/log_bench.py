@@ -14,9 +14,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from condapipe.build.diagnose import diagnose_file
-from condapipe.build.logs import BuildLog
 from condapipe.cli.output import echo_lines
+from condapipe.engines.diagnose import diagnose_file
+from condapipe.engines.logs import BuildLog
 
 LINE = "[1234/5485] Building CUDA object caffe2/CMakeFiles/torch_cuda.dir/__/aten/src/ATen/native/cuda/F.cu.o"
 

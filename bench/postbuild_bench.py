@@ -201,7 +201,8 @@ def condapipe_build(recipe: Path, work: Path, engine: str, level: int, marks: Pa
 def engine_final(recipe: Path, work: Path, level: int, marks: Path) -> dict[str, object]:
     """rattler-build alone, packing at the final level itself (no condapipe recompression)."""
     code = (
-        "import sys; from pathlib import Path; from condapipe.build import RattlerBuildEngine, BuildOptions;"
+        "import sys; from pathlib import Path;"
+        "from condapipe.engines import RattlerBuildEngine, BuildOptions;"
         "from condapipe.publish.channel import ensure_channel;"
         f"o = BuildOptions(output_dir=Path({str(work / 'out')!r}), work_dir=Path({str(work / 'w')!r}),"
         f" compression_level={level}, run_tests=False, override_channels=True);"
@@ -222,7 +223,7 @@ def engine_final(recipe: Path, work: Path, level: int, marks: Path) -> dict[str,
 
 
 def _has_conda_build() -> bool:
-    from condapipe.build.conda_build import find_conda_build
+    from condapipe.engines.conda_build import find_conda_build
 
     command = find_conda_build()
     return command is not None and "standins" not in command[0]

@@ -129,7 +129,7 @@ def cuobjdump_view(tool: str, path: Path) -> tuple[list[str], list[str], list[tu
 
 def our_view(path: Path) -> list[tuple[str, str, bool]]:
     """condapipe's entries as (kind, arch, compressed), in the spelling cuobjdump uses (sm_XY)."""
-    from condapipe.fix.elf.fatbin import KIND_ELF, read_fatbin
+    from condapipe.elf.fatbin import KIND_ELF, read_fatbin
 
     return [
         ("elf" if e.kind == KIND_ELF else "ptx", f"sm_{e.arch}{e.suffix}", e.compression is not None)
@@ -193,7 +193,7 @@ def _condapipe_cmd() -> list[str]:
 
 def package_comparisons(tool: str, package: Path, work: Path) -> list[Comparison]:
     """Every ELF file of a package: verify's fatbin report and the parser, against cuobjdump."""
-    from condapipe.fix.package_io import unpack
+    from condapipe.package.io import unpack
 
     proc = subprocess.run(
         [*_condapipe_cmd(), "verify", "--json", str(package)], capture_output=True, text=True, check=False

@@ -3,7 +3,7 @@
 
 Prints the invocations, the exit-code histogram and the count in each failure class (all must be
 0), plus the first failures. The same seed gives the same invocations. The fast slice of the same
-generator runs in CI (tests/test_fuzz_cli.py).
+generator runs in CI (tests/cli/test_fuzz_cli.py).
 
     python3 scripts/fuzz_cli.py [--count 3000] [--seed 14] [--workers 0] [--timeout 30] [--keep DIR]
 """

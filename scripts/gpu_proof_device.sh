@@ -59,7 +59,7 @@ step fatbin_compare 180 python3 "$root/scripts/fatbin_compare.py" "${packages[@]
     | tail -n 25
 
 # test_gpu_proof.py's gpu test is gpu_proof.py again: already run above.
-mapfile -t gpu_tests < <(grep -l "mark.gpu" "$root"/tests/test_*.py | grep -v "/test_gpu_proof.py$")
+mapfile -t gpu_tests < <(grep -l "mark.gpu" "$root"/tests/*/test_*.py | grep -v "/test_gpu_proof.py$")
 step pytest_gpu 150 python3 -m pytest -m gpu -q -p no:cacheprovider --continue-on-collection-errors \
     "${gpu_tests[@]}" >"$out/pytest_gpu.log" 2>&1
 tail -n 15 "$out/pytest_gpu.log"

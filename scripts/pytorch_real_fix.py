@@ -101,7 +101,7 @@ def condapipe_fix(prefix: Path) -> dict:
 
 
 def fatbin_report(lib_dir: Path) -> dict[str, dict]:
-    from condapipe.fix.elf.fatbin import read_fatbin
+    from condapipe.elf.fatbin import read_fatbin
 
     out = {}
     for so in sorted(lib_dir.glob("*.so*")):

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from condapipe.errors import UsageError
-from condapipe.fix.package_io import read_package_info
+from condapipe.package.io import read_package_info
 from condapipe.verify.verifier import verify_package
 
 CLI = [sys.executable, "-c", "from condapipe.cli.main import main; main()"]

@@ -16,11 +16,25 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1] / "pipeline" / "condapipe"
+PACKAGE_DIR = Path(__file__).resolve().parents[2] / "pipeline" / "condapipe"
 
 # Lowest first; a stage may import its own modules and those of stages before it, never after.
-# Modules at the package root (errors, yaml_io, hashing, the data package) come before every stage.
-STAGE_ORDER = ("root", "spec", "render", "build", "fix", "verify", "publish", "doctor", "plan", "cli")
+# Modules at the package root (errors, yaml_io, hashing, the data package) come before every stage,
+# then the shared libraries (ELF reading, conda package files) that several stages use.
+SHARED_LIBRARIES = ("elf", "package")
+STAGE_ORDER = (
+    "root",
+    *SHARED_LIBRARIES,
+    "buildspec",
+    "render",
+    "engines",
+    "fix",
+    "verify",
+    "publish",
+    "doctor",
+    "plan",
+    "cli",
+)
 RANK = {stage: i for i, stage in enumerate(STAGE_ORDER)}
 
 
@@ -130,13 +144,26 @@ def test_every_stage_import_goes_down_the_documented_order() -> None:
     assert not upward, "order " + " < ".join(STAGE_ORDER) + ": " + "; ".join(upward)
 
 
+def test_fix_is_a_stage_not_a_library() -> None:
+    # Only what runs the fixing stage (the plan's fix step, the `fix` command) imports fix/; verify
+    # and publish read packages and ELF files through the shared libraries.
+    users = sorted(
+        f"{m} imports {t}"
+        for m, targets in GRAPH.items()
+        if stage_of(m) not in ("fix", "plan", "cli")
+        for t in targets
+        if stage_of(t) == "fix"
+    )
+    assert not users, "; ".join(users)
+
+
 def test_the_cycle_finder_finds_circles_hidden_in_functions() -> None:
     # The checks above pass on a clean tree; this shows they would fail on a circle.
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
-STAGE_PACKAGES = [f"condapipe.{s}" for s in STAGE_ORDER if s != "root"]
+STAGE_PACKAGES = [f"condapipe.{s}" for s in STAGE_ORDER if s not in ("root", *SHARED_LIBRARIES)]
 
 
 @pytest.mark.parametrize("package", STAGE_PACKAGES)

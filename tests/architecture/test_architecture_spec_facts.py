@@ -1,5 +1,5 @@
 """Every CUDA fact is decided once, in the spec stage: nothing outside pipeline/condapipe/spec/ reads
-data/cuda.yaml or calls the CUDA-table functions of condapipe.spec.tables; the family registry lives
+data/cuda.yaml or calls the CUDA-table functions of condapipe.buildspec.tables; the family registry lives
 in the spec stage; the arch parser, the tables and `native` import each other in one direction only.
 
 Sources are read with ast (nothing is imported), so a lazy import inside a function counts too.
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from condapipe.spec.families import known_packages
+from condapipe.buildspec.families import known_packages
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIR = ROOT / "pipeline" / "condapipe"
-SPEC_DIR = PACKAGE_DIR / "spec"
+SPEC_DIR = PACKAGE_DIR / "buildspec"
 TABLES = SPEC_DIR / "tables.py"
 CUDA_YAML = re.compile(r"(^|/)cuda\.yaml$")
 
@@ -50,14 +50,14 @@ def offences(source: str, forbidden: frozenset[str]) -> list[str]:
     or a string naming cuda.yaml (a path or resource name, not prose)."""
     found: list[str] = []
     tree = ast.parse(source)
-    aliases = {"condapipe.spec.tables"}  # names under which the tables module is reachable
+    aliases = {"condapipe.buildspec.tables"}  # names under which the tables module is reachable
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "condapipe.spec.tables":
+        if isinstance(node, ast.ImportFrom) and node.module == "condapipe.buildspec.tables":
             found += [f"line {node.lineno}: imports {a.name}" for a in node.names if a.name in forbidden]
-        elif isinstance(node, ast.ImportFrom) and node.module == "condapipe.spec":
+        elif isinstance(node, ast.ImportFrom) and node.module == "condapipe.buildspec":
             aliases.update(a.asname or a.name for a in node.names if a.name == "tables")
         elif isinstance(node, ast.Import):
-            aliases.update(a.asname or a.name for a in node.names if a.name == "condapipe.spec.tables")
+            aliases.update(a.asname or a.name for a in node.names if a.name == "condapipe.buildspec.tables")
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr in forbidden and ast.unparse(node.value) in aliases:
             found.append(f"line {node.lineno}: uses {ast.unparse(node)}")
@@ -81,10 +81,10 @@ def test_the_cuda_table_functions_are_found() -> None:
 @pytest.mark.parametrize(
     ("source", "expected"),
     [
-        ("from condapipe.spec.tables import cuda_info\n", "imports cuda_info"),
-        ("from condapipe.spec import tables\nx = tables.cuda_versions()\n", "uses tables.cuda_versions"),
-        ("import condapipe.spec.tables as t\nt.cuda_info('11.8')\n", "uses t.cuda_info"),
-        ("def f():\n    from condapipe.spec.tables import normalize_cuda\n", "imports normalize_cuda"),
+        ("from condapipe.buildspec.tables import cuda_info\n", "imports cuda_info"),
+        ("from condapipe.buildspec import tables\nx = tables.cuda_versions()\n", "uses tables.cuda_versions"),
+        ("import condapipe.buildspec.tables as t\nt.cuda_info('11.8')\n", "uses t.cuda_info"),
+        ("def f():\n    from condapipe.buildspec.tables import normalize_cuda\n", "imports normalize_cuda"),
         ("p = files('condapipe.data').joinpath('cuda.yaml')\n", "names 'cuda.yaml'"),
     ],
 )
@@ -95,7 +95,9 @@ def test_the_scan_catches_every_way_of_reading_the_cuda_table(source: str, expec
 
 def test_series_facts_and_prose_are_not_offences() -> None:
     allowed = (
-        'from condapipe.spec import tables\ntables.pytorch_info("2.4.1")\nraise E("add it to cuda.yaml")\n'
+        "from condapipe.buildspec import tables\n"
+        'tables.pytorch_info("2.4.1")\n'
+        'raise E("add it to cuda.yaml")\n'
     )
     assert offences(allowed, cuda_table_names()) == []
 
@@ -124,7 +126,7 @@ def _imports(path: Path) -> set[str]:
 
 def test_tables_and_native_sit_below_the_arch_parser() -> None:
     for low in ("tables.py", "native.py"):
-        imported = {m for m in _imports(SPEC_DIR / low) if m.startswith("condapipe.spec")}
+        imported = {m for m in _imports(SPEC_DIR / low) if m.startswith("condapipe.buildspec")}
         assert not imported, f"spec/{low} imports {imported}: the arch parser builds on it, not back"
 
 

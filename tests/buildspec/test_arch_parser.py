@@ -7,9 +7,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from condapipe.buildspec.arch import (
+    Arch,
+    ArchList,
+    accepted_archs,
+    cuda_accepts,
+    parse_arch_list,
+    parse_token,
+)
+from condapipe.buildspec.tables import cuda_versions
 from condapipe.errors import UsageError
-from condapipe.spec.arch import Arch, ArchList, accepted_archs, cuda_accepts, parse_arch_list, parse_token
-from condapipe.spec.tables import cuda_versions
 
 KNOWN_PLAIN = [a for v in cuda_versions() for a in accepted_archs(v) if not a.suffix]
 

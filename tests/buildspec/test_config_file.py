@@ -8,10 +8,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from condapipe.buildspec.config_file import find_config, load_config, upload_settings
+from condapipe.buildspec.options import spec_from_cli
 from condapipe.cli.main import main
 from condapipe.errors import UsageError
-from condapipe.spec.config_file import find_config, load_config, upload_settings
-from condapipe.spec.options import spec_from_cli
 
 CONFIG = """
 package = "pytorch"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from render_helpers import run_cli
 
-from condapipe.spec.build_spec import build_spec
+from condapipe.buildspec.build_spec import build_spec
 
 
 @pytest.fixture(autouse=True)

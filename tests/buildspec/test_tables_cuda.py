@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from condapipe.errors import UsageError
-from condapipe.spec.arch import (
+from condapipe.buildspec.arch import (
     Arch,
     ArchList,
     accepted_archs,
@@ -20,7 +19,8 @@ from condapipe.spec.arch import (
     magma_default_archs,
     torch_default_archs,
 )
-from condapipe.spec.tables import cuda_info, cuda_versions, link_overflow_max_images, normalize_cuda
+from condapipe.buildspec.tables import cuda_info, cuda_versions, link_overflow_max_images, normalize_cuda
+from condapipe.errors import UsageError
 
 EXPECTED_VERSIONS = [
     *("9.2", "10.0", "10.1", "10.2"),

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from packaging.version import Version
 
+from condapipe.buildspec.tables import cuda_versions, pytorch_info, pytorch_versions
 from condapipe.errors import UsageError
-from condapipe.spec.tables import cuda_versions, pytorch_info, pytorch_versions
 
 SERIES = sorted({pytorch_info(v).series for v in pytorch_versions()}, key=Version)
 

@@ -20,11 +20,11 @@ from conftest import needs_system_tool
 from fake_anaconda import make_package
 from rich.console import Console
 
+from condapipe.buildspec.defaults import FoundToolkit, fill_defaults
 from condapipe.cli.main import main
 from condapipe.plan.report import print_summary
-from condapipe.spec.defaults import FoundToolkit, fill_defaults
 
-STANDIN_NVCC = Path(__file__).parent / "standins" / "doctor" / "nvcc-11.0" / "nvcc"
+STANDIN_NVCC = Path(__file__).parent.parent / "standins" / "doctor" / "nvcc-11.0" / "nvcc"
 NO_TOOLKITS: tuple[FoundToolkit, ...] = ()
 
 

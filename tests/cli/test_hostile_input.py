@@ -18,8 +18,8 @@ from click.testing import CliRunner
 from fuzz import archives
 
 from condapipe.cli.main import main
-from condapipe.fix.package_io import unpack
-from condapipe.fix.safe_extract import UnsafePackage
+from condapipe.package.io import unpack
+from condapipe.package.safe_extract import UnsafePackage
 from condapipe.verify.verifier import verify_package
 
 CLI = [sys.executable, "-c", "from condapipe.cli.main import main; main()"]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -119,7 +119,9 @@ def test_readme_commands_work_for_a_newcomer(tmp_path: Path) -> None:
     assert tools.returncode == 0, tools.stderr[-3000:]
     for tool in ("shellcheck", "cmake", "ninja", "pytest"):
         assert (venv / "bin" / tool).exists(), f"the test extras must bring {tool}"
-    quality = shell("python3 -m pytest -q -p no:cacheprovider tests/test_render_quality.py", checkout, env)
+    quality = shell(
+        "python3 -m pytest -q -p no:cacheprovider tests/render/test_render_quality.py", checkout, env
+    )
     assert quality.returncode == 0, quality.stdout[-3000:]
 
     # 3. The three headline commands, as dry runs in a fresh project directory.

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from condapipe.buildspec.options import spec_from_cli
 from condapipe.cli.main import main
 from condapipe.doctor.run import Machine, run_doctor
-from condapipe.spec.options import spec_from_cli
 
-STANDINS = Path(__file__).parent / "standins" / "doctor"
+STANDINS = Path(__file__).parent.parent / "standins" / "doctor"
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 needs_nvcc13 = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs the real nvcc on PATH")
 
@@ -136,7 +136,7 @@ def test_max_jobs_follows_ram_per_compile_job_and_the_cap(tmp_path: Path, gib: f
 
 
 def test_pytorch_max_jobs_uses_the_memory_per_job_of_its_version_series(tmp_path: Path) -> None:
-    from condapipe.spec.tables import pytorch_info
+    from condapipe.buildspec.tables import pytorch_info
 
     per_job = pytorch_info("2.4.1").mem_per_job_gb  # pytorch.yaml: what one nvcc job of 2.4 needs
     spec = spec_from_cli("pytorch", {"version": "2.4.1", "cuda": ("cpu",), "python": ("3.11",)})
@@ -314,7 +314,7 @@ def test_on_a_gpu_machine_the_loaded_driver_is_read_and_matches_nvidia_smi(tmp_p
 
 
 def test_libtorch_is_checked_like_pytorch_for_cudnn_cmake_and_memory(tmp_path: Path) -> None:
-    from condapipe.spec.tables import pytorch_info
+    from condapipe.buildspec.tables import pytorch_info
 
     spec = spec_from_cli("libtorch", {"version": "2.9.0", "cuda": ("13.0",)})
     report = run_doctor(spec, machine(tmp_path, meminfo=str(meminfo(tmp_path, 64 * 1024 * 1024))))

@@ -17,7 +17,7 @@ import pytest
 from conda_package_handling import api as cph
 from e2e_helpers import build_json, condapipe, install, run_clean
 
-RECIPES = Path(__file__).parent / "data" / "recipes"
+RECIPES = Path(__file__).parent.parent / "data" / "recipes"
 
 pytestmark = pytest.mark.slow
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from e2e_helpers import build_json, condapipe, install, run_clean
 
-from condapipe.fix.package_io import unpack
-from condapipe.spec.arch import parse_arch_list
+from condapipe.buildspec.arch import parse_arch_list
+from condapipe.package.io import unpack
 from condapipe.verify.verifier import verify_package
 
 pytestmark = [

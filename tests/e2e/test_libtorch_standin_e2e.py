@@ -29,14 +29,14 @@ import pytest
 from conda_package_handling import api as cph
 from e2e_helpers import build_json, install, run_clean
 
+from condapipe.buildspec.arch import parse_arch_list
+from condapipe.buildspec.build_spec import build_spec
 from condapipe.publish.channel import index_channel
 from condapipe.render.families.libtorch import build_model
-from condapipe.spec.arch import parse_arch_list
-from condapipe.spec.build_spec import build_spec
 from condapipe.verify.verifier import verify_package
 
-STANDIN = Path(__file__).parent / "data" / "libtorch-standin"
-TEST_PROJECT = Path(__file__).resolve().parents[1] / "recipes" / "libtorch" / "cmake_test"
+STANDIN = Path(__file__).parent.parent / "data" / "libtorch-standin"
+TEST_PROJECT = Path(__file__).resolve().parents[2] / "recipes" / "libtorch" / "cmake_test"
 SETTINGS = {"version": "2.4.1", "cuda": ["cpu"], "blas": "openblas", "source": str(STANDIN)}
 CUDA_ARCHS = "8.0;9.0+PTX"
 CUDA_SETTINGS = {**SETTINGS, "version": "2.9.0", "cuda": ["13.0"], "arch": CUDA_ARCHS}

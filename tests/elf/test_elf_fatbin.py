@@ -16,7 +16,7 @@ from elfkit import NVCC, nvcc_shared
 from hypothesis import given
 from hypothesis import strategies as st
 
-from condapipe.fix.elf.fatbin import FatbinError, decompress, lz4_block_decompress, parse_fatbin, read_fatbin
+from condapipe.elf.fatbin import FatbinError, decompress, lz4_block_decompress, parse_fatbin, read_fatbin
 
 pytestmark = pytest.mark.skipif(not Path(NVCC).exists(), reason="nvcc not installed")
 
@@ -92,7 +92,7 @@ def test_a_host_only_library_has_no_device_code(tmp_path: Path) -> None:
 
 
 def test_a_corrupted_fatbin_header_is_reported(cubins: dict[str, Path], tmp_path: Path) -> None:
-    from condapipe.fix.elf.reader import ElfFile
+    from condapipe.elf.reader import ElfFile
 
     broken = tmp_path / "libbroken.so"
     shutil.copy(cubins["base"], broken)

@@ -19,9 +19,9 @@ import pytest
 from e2e_helpers import condapipe
 from test_engine_conda_build import TESTED_META, make_tested_recipe
 
-from condapipe.build.conda_build import _works
+from condapipe.engines.conda_build import _works
 
-STANDINS = Path(__file__).parent / "standins"
+STANDINS = Path(__file__).parent.parent / "standins"
 
 
 @pytest.fixture(autouse=True)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from condapipe.build.diagnose import _parse_rules, diagnose_file, diagnose_lines, load_rules, summary
+from condapipe.engines.diagnose import _parse_rules, diagnose_file, diagnose_lines, load_rules, summary
 
-LOGS = Path(__file__).parent / "data" / "logs"
+LOGS = Path(__file__).parent.parent / "data" / "logs"
 
 EXPECTED = {
     "relocation-truncated.log": ("relocation-overflow", "BUILD_SPLIT_CUDA"),

@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 from conda_package_handling import api as cph
 
-from condapipe.build import BuildOptions, CondaBuildEngine, engine_for_recipe, get_engine
-from condapipe.build.conda_build import _works
+from condapipe.engines import BuildOptions, CondaBuildEngine, engine_for_recipe, get_engine
+from condapipe.engines.conda_build import _works
 from condapipe.errors import BuildFailed, UsageError
 from condapipe.publish.channel import publish_packages
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parent.parent
 STANDINS = HERE / "standins"
 RECIPES = HERE / "data" / "recipes"
 
@@ -172,7 +172,7 @@ def test_cuda_smoke_builds_from_its_v0_recipe_with_conda_build(standin_conda: Pa
     with the real nvcc: the variant keys reach build.sh and the package has the requested archs."""
     from e2e_helpers import build_json
 
-    from condapipe.spec.arch import parse_arch_list
+    from condapipe.buildspec.arch import parse_arch_list
     from condapipe.verify.verifier import verify_package
 
     result = build_json(

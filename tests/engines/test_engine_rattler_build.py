@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from conda_package_handling import api as cph
 
-from condapipe.build import BuildOptions, EngineResult, RattlerBuildEngine, engine_for_recipe, get_engine
-from condapipe.build.rattler_build import package_format_arg
+from condapipe.engines import BuildOptions, EngineResult, RattlerBuildEngine, engine_for_recipe, get_engine
+from condapipe.engines.rattler_build import package_format_arg
 from condapipe.errors import BuildFailed, EnvironmentProblem, UsageError
 from condapipe.publish.channel import ensure_channel
 
-RECIPES = Path(__file__).parent / "data" / "recipes"
+RECIPES = Path(__file__).parent.parent / "data" / "recipes"
 
 ECHO_RECIPE = """\
 package:

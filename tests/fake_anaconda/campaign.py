@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from condapipe.fix.package_io import read_package_info
+from condapipe.package.io import read_package_info
 from fake_anaconda.harness import TOKEN
 from fake_anaconda.packages import make_package
 from fake_anaconda.proxy import FaultProxy, wait_until

@@ -20,9 +20,9 @@ import pytest
 from e2e_helpers import build_json, condapipe
 from elfkit import LIB_SRC, gcc_shared, write_metadata
 
-from condapipe.build.conda_build import _works
+from condapipe.engines.conda_build import _works
 from condapipe.fix.fixer import FixOptions, fix_package
-from condapipe.fix.package_io import (
+from condapipe.package.io import (
     DEFAULT_ZSTD_LEVEL,
     DRAFT_ZSTD_LEVEL,
     PackOptions,
@@ -31,7 +31,7 @@ from condapipe.fix.package_io import (
     unpack,
 )
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parent.parent
 RECIPES = HERE / "data" / "recipes"
 BUILD_PREFIX = "/home/ci/conda-bld/demo_1700000000/_h_env_placehold_placehold_placehold"
 

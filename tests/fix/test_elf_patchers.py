@@ -13,8 +13,9 @@ from elfkit import LIB_SRC, MAIN_SRC, USER_SRC, gcc_exe, gcc_shared, readelf_dyn
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from condapipe.elf.reader import ElfFile, NotElf, read_dynamic
 from condapipe.errors import UsageError
-from condapipe.fix.elf.patchers import (
+from condapipe.fix.patchers import (
     RUNPATH,
     Change,
     InPlacePatcher,
@@ -23,7 +24,6 @@ from condapipe.fix.elf.patchers import (
     get_patcher,
     patchelf_binary,
 )
-from condapipe.fix.elf.reader import ElfFile, NotElf, read_dynamic
 
 BUILD_PREFIX = "/tmp/build/_h_env_placehold_placehold_placehold_placehold/lib"
 PATCHERS = ("in-place", "lief", "patchelf")
@@ -156,7 +156,7 @@ def test_in_place_edit_of_a_huge_file_reads_only_a_few_pages(built: Path, tmp_pa
     code = (
         "import resource, time, sys\n"
         "from pathlib import Path\n"
-        "from condapipe.fix.elf.patchers import apply_change, Change\n"
+        "from condapipe.fix.patchers import apply_change, Change\n"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         "t = time.perf_counter()\n"
         f"apply_change(Path({str(big)!r}), Change(rpath='$ORIGIN'), 'in-place')\n"

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from condapipe.errors import UsageError
-from condapipe.fix.elf.rpath import decide, guess_build_prefix, origin_relative, rules_for
+from condapipe.fix.rpath import decide, guess_build_prefix, origin_relative, rules_for
 
 PREFIX = "/home/ci/conda-bld/torch_1700000000/_h_env_placehold_placehold_placehold"
 DEFAULT = rules_for("default")

@@ -17,10 +17,10 @@ from conda_package_handling import api as cph
 from elfkit import LIB_SRC, gcc_exe, gcc_shared, make_package, readelf_dynamic, sha256, write_metadata
 
 from condapipe.cli.main import main
-from condapipe.fix.elf.reader import read_dynamic
-from condapipe.fix.elf.rpath import rules_for
+from condapipe.elf.reader import read_dynamic
 from condapipe.fix.fixer import FixOptions, fix_package, fix_package_file, fix_prefix, vendored_name
-from condapipe.fix.package_io import read_index
+from condapipe.fix.rpath import rules_for
+from condapipe.package.io import read_index
 from condapipe.verify.verifier import verify_package
 
 PREFIX = "/home/ci/conda-bld/torch_1700000000/_h_env_placehold_placehold_placehold_placehold_placehold"

@@ -14,7 +14,7 @@ from conda_package_handling import api as cph
 from elfkit import make_package, sha256, write_metadata
 
 from condapipe.errors import UsageError
-from condapipe.fix.package_io import (
+from condapipe.package.io import (
     PackOptions,
     pack,
     read_index,

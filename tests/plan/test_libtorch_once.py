@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from render_helpers import load_yaml, run_cli, variant_combos
 
-STANDIN = Path(__file__).parent / "data" / "pytorch-standin"
+STANDIN = Path(__file__).parent.parent / "data" / "pytorch-standin"
 CORE_OBJECTS = len(list((STANDIN / "core").glob("*.cpp")))
 PYTHONS = ("3.10", "3.11")
 

@@ -16,16 +16,16 @@ import pytest
 from e2e_helpers import install, run_clean
 from plan_helpers import channel_problems
 
+from condapipe.buildspec.options import spec_from_cli
 from condapipe.plan.build_plan import PlanOptions, make_family_plan, make_recipe_plan
 from condapipe.plan.runner import describe, run_plan
-from condapipe.spec.options import spec_from_cli
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc on PATH"),
 ]
 
-CHAIN = Path(__file__).parent / "data" / "plan-chain"
+CHAIN = Path(__file__).parent.parent / "data" / "plan-chain"
 LIB, APP = CHAIN / "libcusmoke", CHAIN / "cusmoke-app"
 KINDS = ("build", "fix", "verify", "test", "publish")
 

@@ -45,13 +45,22 @@ def test_a_copy_of_the_package_has_the_same_code_digests(package_copy: Path) -> 
 
 
 @pytest.mark.parametrize(
-    "module", ["fix/elf/reader.py", "fix/elf/rpath.py", "fix/package_io.py", "errors.py"]
+    "module", ["elf/reader.py", "elf/scan.py", "package/io.py", "errors.py"]
 )
-def test_a_change_to_code_the_fixer_runs_refixes_and_reverifies(package_copy: Path, module: str) -> None:
+def test_a_change_to_a_shared_library_refixes_and_reverifies(package_copy: Path, module: str) -> None:
     before = digests(package_copy)
     edit(package_copy / module)
     after = digests(package_copy)
     assert after["fix"] != before["fix"] and after["verify"] != before["verify"]
+
+
+@pytest.mark.parametrize("module", ["fix/rpath.py", "fix/patchers.py", "fix/fixer.py"])
+def test_a_change_to_the_fixer_refixes_but_does_not_reverify(package_copy: Path, module: str) -> None:
+    # verify reads packages and ELF files through the shared libraries, never through fix/.
+    before = digests(package_copy)
+    edit(package_copy / module)
+    after = digests(package_copy)
+    assert after["fix"] != before["fix"] and after["verify"] == before["verify"]
 
 
 def test_a_change_to_the_verifier_reverifies_but_does_not_refix(package_copy: Path) -> None:
@@ -113,7 +122,7 @@ def test_imports_inside_functions_are_followed(tmp_path: Path) -> None:
 
 def test_nothing_the_fixer_reaches_belongs_to_the_plan_or_the_cli() -> None:
     reached = reached_modules(ENTRY_MODULES["fix"])
-    assert "condapipe.fix.elf.reader" in reached and "condapipe.fix.elf.rpath" in reached
+    assert "condapipe.elf.reader" in reached and "condapipe.fix.rpath" in reached
     assert not [m for m in reached if m.startswith(("condapipe.cli", "condapipe.plan"))]
 
 

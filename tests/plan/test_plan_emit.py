@@ -3,7 +3,7 @@ takes; `--emit github-actions|json` writes them as a CI fan-out: one job per var
 magma before the pytorch jobs that link it (handed on as an artifact channel), one publish job that
 verifies everything and uploads with the token from the CI secret. actionlint finds nothing in it.
 
-(Running each emitted job for real is tests/test_plan_emit_local_run.py.)
+(Running each emitted job for real is tests/plan/test_plan_emit_local_run.py.)
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from condapipe.fix.package_io import unpack
+from condapipe.package.io import unpack
 from condapipe.verify.verifier import verify_package
 
 pytestmark = [

@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from condapipe.buildspec.options import spec_from_cli
 from condapipe.cli.family_build import FamilyBuild, preflight
 from condapipe.cli.main import main
 from condapipe.plan.build_plan import PlanOptions, family_jobs
 from condapipe.plan.steps import build_env
-from condapipe.spec.options import spec_from_cli
 
 KINDS = ["render", "build", "fix", "verify", "test", "publish"]
-STANDIN_NVCC = Path(__file__).parent / "standins" / "doctor" / "nvcc-11.0" / "nvcc"
+STANDIN_NVCC = Path(__file__).parent.parent / "standins" / "doctor" / "nvcc-11.0" / "nvcc"
 
 
 def dry_run(tmp_path: Path, *args: str) -> dict:

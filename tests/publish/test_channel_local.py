@@ -13,7 +13,7 @@ import rattler
 from fake_anaconda import make_package
 from fake_anaconda.harness import isolated_env, run_cli, sha256
 
-from condapipe.fix.package_io import read_package_info
+from condapipe.package.io import read_package_info
 from condapipe.publish.channel import index_channel, index_parallelism
 
 

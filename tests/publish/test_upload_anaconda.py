@@ -19,7 +19,7 @@ from fake_anaconda.harness import (
     upload_args,
 )
 
-from condapipe.fix.package_io import read_package_info
+from condapipe.package.io import read_package_info
 from condapipe.publish.anaconda_api import AnacondaSite, inspect_for_anaconda
 from condapipe.publish.tokens import Token
 from condapipe.publish.upload import Mode, RetryPolicy, upload_one

@@ -16,7 +16,7 @@ import pytest
 from fake_anaconda import FakeAnaconda, make_package
 from fake_anaconda.harness import TOKEN, assert_holds_exactly
 
-from condapipe.fix.package_io import read_package_info
+from condapipe.package.io import read_package_info
 
 pytestmark = pytest.mark.skipif(shutil.which("anaconda") is None, reason="anaconda-client CLI not installed")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from condapipe.fix.package_io import PackageInfo
+from condapipe.package.io import PackageInfo
 from condapipe.publish.upload_order import rank, upload_order
 
 

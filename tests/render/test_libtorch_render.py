@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from render_helpers import load_yaml, run_cli, v0_meta, v1_render, variant_combos
 
-STANDIN = Path(__file__).parent / "data" / "libtorch-standin"
+STANDIN = Path(__file__).parent.parent / "data" / "libtorch-standin"
 
 
 @pytest.fixture(autouse=True)
@@ -147,10 +147,10 @@ def test_a_test_file_missing_from_the_recipe_is_refused(tmp_path: Path) -> None:
     """Test files travel in the recipe dir; naming one that is not there would fail only at test time."""
     from dataclasses import replace
 
+    from condapipe.buildspec.build_spec import build_spec
     from condapipe.errors import UsageError
     from condapipe.render.families.libtorch import build_model
     from condapipe.render.recipe_dir import render_model
-    from condapipe.spec.build_spec import build_spec
 
     model = build_model(build_spec("libtorch", {"version": "2.4.1", "cuda": ["cpu"]}))
     broken = replace(model, tests=replace(model.tests, files=("cmake_tests",)))

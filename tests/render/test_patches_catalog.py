@@ -9,9 +9,9 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 from patches_helpers import entry, unified_diff, write_catalog
 
+from condapipe.buildspec.build_spec import PLATFORMS
 from condapipe.errors import UsageError
 from condapipe.render.patch_catalog import check_consistency, load_catalog, patch_targets
-from condapipe.spec.build_spec import PLATFORMS
 
 SHIPPED = load_catalog()
 PATCHES = [e for e in SHIPPED.entries if e.kind == "patch"]

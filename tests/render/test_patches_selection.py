@@ -7,9 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from patches_helpers import entry, write_catalog
 
+from condapipe.buildspec.build_spec import PLATFORMS
 from condapipe.errors import UsageError
 from condapipe.render.patch_catalog import applicable, config_env, load_catalog, patch_files
-from condapipe.spec.build_spec import PLATFORMS
 
 SHIPPED = load_catalog()
 

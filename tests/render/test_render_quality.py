@@ -17,7 +17,7 @@ from rattler import MatchSpec
 from render_helpers import load_yaml, run_cli, v0_meta, v1_render, variant_combos
 from test_render_golden import CASES
 
-from condapipe.spec.build_spec import PLATFORMS
+from condapipe.buildspec.build_spec import PLATFORMS
 
 QUALITY_CASES = {
     **{k: v for k, v in CASES.items() if k != "magma-cuda110"},

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "fatbin_compare.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "fatbin_compare.py"
 
 
 def _cuobjdump() -> str | None:

@@ -5,12 +5,12 @@ Entry points: `build_spec` (settings -> BuildSpec), the click flags (`spec_optio
 (`ArchList`, `parse_arch_list`) and the family rules (`known_packages`, `family_rules`).
 """
 
-from condapipe.spec.arch import ArchList, parse_arch_list
-from condapipe.spec.build_spec import BuildSpec, Source, build_spec
-from condapipe.spec.config_file import load_config, upload_settings
-from condapipe.spec.families import family_rules, known_packages
-from condapipe.spec.options import resolve_package, spec_from_cli, spec_options
-from condapipe.spec.variant import CudaVariant
+from condapipe.buildspec.arch import ArchList, parse_arch_list
+from condapipe.buildspec.build_spec import BuildSpec, Source, build_spec
+from condapipe.buildspec.config_file import load_config, upload_settings
+from condapipe.buildspec.families import family_rules, known_packages
+from condapipe.buildspec.options import resolve_package, spec_from_cli, spec_options
+from condapipe.buildspec.variant import CudaVariant
 
 __all__ = [
     "ArchList",

@@ -4,10 +4,10 @@ Everything downstream (render, engines, fix, verify, plan) reads a BuildSpec and
 else from the user, so all validation of user input happens while building one.
 
 `build_spec(package, settings)` turns already-merged settings (config file overridden by CLI
-flags, see condapipe.spec.options) into a BuildSpec, using the data tables for defaults.
+flags, see condapipe.buildspec.options) into a BuildSpec, using the data tables for defaults.
 What each package family requires is data too (data/spec_families.yaml, read by
-condapipe.spec.families, the one family registry); every CUDA fact of a variant is decided in
-condapipe.spec.variant, so nothing downstream reads the CUDA table.
+condapipe.buildspec.families, the one family registry); every CUDA fact of a variant is decided in
+condapipe.buildspec.variant, so nothing downstream reads the CUDA table.
 
 magma and several CUDAs: one recipe has one version, so when the CUDAs map to different
 upstream magma versions in cuda.yaml (e.g. 11.0 -> 2.5.2, 11.8 -> 2.6.1) without an explicit
@@ -24,11 +24,11 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from condapipe.buildspec import tables
+from condapipe.buildspec.families import FamilyRules, family_rules, known_packages
+from condapipe.buildspec.variant import CudaVariant, link_overflow_warning, resolve_variant
 from condapipe.errors import UsageError
 from condapipe.hashing import hash_file
-from condapipe.spec import tables
-from condapipe.spec.families import FamilyRules, family_rules, known_packages
-from condapipe.spec.variant import CudaVariant, link_overflow_warning, resolve_variant
 
 CPU = "cpu"
 PLATFORMS = ("linux-64", "linux-aarch64")
@@ -83,7 +83,7 @@ class BuildSpec:
     # Things the user should know but that do not stop the build (CLI prints them).
     warnings: tuple[str, ...] = field(default_factory=tuple, compare=False)
     # --jetson BOARD: the build targets that board with the CUDA/cuDNN of its JetPack
-    # (condapipe.spec.jetson, data/jetson.yaml); None for every other build.
+    # (condapipe.buildspec.jetson, data/jetson.yaml); None for every other build.
     jetson: str | None = None
 
     @property
@@ -236,7 +236,7 @@ def build_spec(
     warnings: list[str] = []
     jetson = None
     if settings.get("jetson"):
-        from condapipe.spec import jetson as jetson_profiles
+        from condapipe.buildspec import jetson as jetson_profiles
 
         if package in jetson_profiles.families() or "jetson" in from_cli:
             settings, profile = jetson_profiles.apply_profile(

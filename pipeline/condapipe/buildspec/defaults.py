@@ -25,10 +25,10 @@ from typing import Any
 
 from packaging.version import Version
 
+from condapipe.buildspec import tables
+from condapipe.buildspec.build_spec import normalize_python
+from condapipe.buildspec.families import family_rules
 from condapipe.errors import UsageError
-from condapipe.spec import tables
-from condapipe.spec.build_spec import normalize_python
-from condapipe.spec.families import family_rules
 
 CPU = tables.CPU
 

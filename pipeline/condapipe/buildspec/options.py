@@ -2,7 +2,7 @@
 
 One decorator and one function so that every command spells the flags the same way and
 resolves them with the same precedence: CLI flag > [packages.<name>] > config file top level >
-data tables. Flags are read as plain strings and validated in condapipe.spec.build_spec, so every mistake
+data tables. Flags are read as plain strings and validated in condapipe.buildspec.build_spec, so every mistake
 is a one-line UsageError (exit 2) instead of click's multi-line usage text.
 """
 
@@ -14,10 +14,10 @@ from typing import Any, TypeVar
 
 import click
 
+from condapipe.buildspec.build_spec import BuildSpec, build_spec, check_forms
+from condapipe.buildspec.config_file import load_config, spec_settings
+from condapipe.buildspec.defaults import Choice, FoundToolkit, fill_defaults
 from condapipe.errors import UsageError
-from condapipe.spec.build_spec import BuildSpec, build_spec, check_forms
-from condapipe.spec.config_file import load_config, spec_settings
-from condapipe.spec.defaults import Choice, FoundToolkit, fill_defaults
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -143,7 +143,7 @@ def spec_with_defaults(
     command: str | None = None,
 ) -> tuple[BuildSpec, tuple[Choice, ...]]:
     """Like spec_from_cli, with what flags and config file leave open filled in from the tables and
-    the machine (condapipe.spec.defaults): the BuildSpec and the choices made, for the CLI to print."""
+    the machine (condapipe.buildspec.defaults): the BuildSpec and the choices made, for the CLI to print."""
     settings, from_cli = merged_settings(package, params)
     check_forms(settings)  # a malformed value is refused, never replaced by a default
     settings, choices = fill_defaults(package, settings, toolkits=toolkits, python=python, command=command)

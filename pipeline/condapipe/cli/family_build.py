@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.cli.output import console, err_console, print_json
 from condapipe.doctor import DoctorReport, Machine, run_doctor
 from condapipe.errors import CondapipeError
@@ -31,7 +32,6 @@ from condapipe.plan import (
     write_report,
 )
 from condapipe.render.families._common import family_data
-from condapipe.spec.build_spec import BuildSpec
 
 
 @dataclass(frozen=True)

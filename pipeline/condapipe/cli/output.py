@@ -30,7 +30,7 @@ def dry_run_option(func: F) -> F:
 def echo_lines(target: Console = err_console) -> Callable[[str, str | None], None]:
     """A line sink for stages that stream output (build logs): each line printed as plain text.
 
-    Stages never print; the CLI hands them this (see condapipe.build.logs.LineSink).
+    Stages never print; the CLI hands them this (see condapipe.engines.logs.LineSink).
     """
 
     def echo(line: str, style: str | None) -> None:

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from condapipe.build import engine_for_recipe
-from condapipe.build.base import BuildOptions
 from condapipe.cli.family_build import run_and_report
 from condapipe.cli.output import console, err_console, print_json
+from condapipe.engines import engine_for_recipe
+from condapipe.engines.base import BuildOptions
 from condapipe.plan import (
     PlanOptions,
     PlanResult,

@@ -11,11 +11,11 @@ from typing import Any
 
 import click
 
+from condapipe.buildspec.build_spec import BuildSpec
+from condapipe.buildspec.defaults import Choice
+from condapipe.buildspec.options import spec_with_defaults
 from condapipe.cli.output import DEFAULT_WORK_DIR, err_console
 from condapipe.doctor import Machine, find_toolkits
-from condapipe.spec.build_spec import BuildSpec
-from condapipe.spec.defaults import Choice
-from condapipe.spec.options import spec_with_defaults
 
 
 def typed_command(package: str) -> str:

@@ -20,9 +20,9 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.doctor.machine import Finding, Machine, doctor_data, family_facts
 from condapipe.errors import CondapipeError
-from condapipe.spec.build_spec import BuildSpec
 
 GIB = 1024**3
 
@@ -262,7 +262,7 @@ def mem_available_gib(meminfo: Path) -> float | None:
 def _gib_per_job(spec: BuildSpec, facts: dict) -> float:
     if facts.get("ram_per_job_from") == "pytorch":
         try:
-            from condapipe.spec.tables import pytorch_info
+            from condapipe.buildspec.tables import pytorch_info
 
             return float(pytorch_info(spec.version).mem_per_job_gb)
         except (CondapipeError, KeyError, ValueError):
@@ -517,7 +517,7 @@ def check_cmake(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
 
 
 def check_engine(spec: BuildSpec, machine: Machine, *, engine: str = "auto", **_: object) -> CheckResult:
-    from condapipe.build import get_engine
+    from condapipe.engines import get_engine
 
     res = CheckResult()
     try:

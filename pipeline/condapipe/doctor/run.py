@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from condapipe.buildspec.build_spec import BuildSpec
+from condapipe.buildspec.defaults import FoundToolkit
 from condapipe.doctor import checks
 from condapipe.doctor.machine import Finding, Machine, doctor_data
 from condapipe.errors import EnvironmentProblem
-from condapipe.spec.build_spec import BuildSpec
-from condapipe.spec.defaults import FoundToolkit
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def run_doctor(
 def find_toolkits(machine: Machine) -> tuple[FoundToolkit, ...]:
     """The CUDA toolkits this machine has: the nvcc on PATH, then each <cuda_roots>/cuda-X.Y/bin/nvcc.
 
-    What the spec stage's defaults (condapipe.spec.defaults) infer --cuda from; each version is
+    What the spec stage's defaults (condapipe.buildspec.defaults) infer --cuda from; each version is
     what that nvcc reports, not what its folder is called.
     """
     found: list[FoundToolkit] = []

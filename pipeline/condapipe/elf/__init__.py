@@ -1,1 +1,5 @@
-"""ELF post-processing: rpaths, vendoring, fatbin inspection."""
+"""Shared library: read-only ELF parsing (dynamic table, fatbins, static archives) and the
+rpath vocabulary, used by fix (to patch), verify (to check) and the tests.
+
+Writers live in fix/: nothing here changes a file.
+"""

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from condapipe.fix.elf.fatbin import FATBIN_SECTIONS, FatbinEntry, FatbinError, FatbinReport, parse_fatbin
+from condapipe.elf.fatbin import FATBIN_SECTIONS, FatbinEntry, FatbinError, FatbinReport, parse_fatbin
 
 AR_MAGIC = b"!<arch>\n"
 THIN_MAGIC = b"!<thin>\n"

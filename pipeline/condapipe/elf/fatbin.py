@@ -25,7 +25,7 @@ from pathlib import Path
 import lz4.block
 import zstandard
 
-from condapipe.fix.elf.reader import ElfFile, NotElf
+from condapipe.elf.reader import ElfFile, NotElf
 
 FATBIN_MAGIC = 0xBA55ED50
 FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")

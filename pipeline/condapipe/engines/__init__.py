@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from condapipe.build.base import V0_RECIPE, V1_RECIPE, BuildOptions, Engine, EngineResult
-from condapipe.build.conda_build import CondaBuildEngine
-from condapipe.build.logs import LineSink
-from condapipe.build.rattler_build import RattlerBuildEngine
+from condapipe.engines.base import V0_RECIPE, V1_RECIPE, BuildOptions, Engine, EngineResult
+from condapipe.engines.conda_build import CondaBuildEngine
+from condapipe.engines.logs import LineSink
+from condapipe.engines.rattler_build import RattlerBuildEngine
 from condapipe.errors import EnvironmentProblem, UsageError
 
 ENGINE_NAMES = ("auto", "conda-build", "rattler-build")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from condapipe.build.logs import LineSink
+from condapipe.engines.logs import LineSink
 from condapipe.errors import UsageError
 
 PACKAGE_FORMATS = ("conda", "tar.bz2")

@@ -15,9 +15,9 @@ import time
 from functools import lru_cache
 from pathlib import Path
 
-from condapipe.build import diagnose
-from condapipe.build.base import V0_RECIPE, BuildOptions, EngineResult, log_file_for
-from condapipe.build.logs import BuildLog, stream_process
+from condapipe.engines import diagnose
+from condapipe.engines.base import V0_RECIPE, BuildOptions, EngineResult, log_file_for
+from condapipe.engines.logs import BuildLog, stream_process
 from condapipe.errors import BuildFailed, EnvironmentProblem, UsageError
 
 

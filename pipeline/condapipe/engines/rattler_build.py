@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from condapipe.build import diagnose
-from condapipe.build.base import V1_RECIPE, BuildOptions, EngineResult, log_file_for
-from condapipe.build.logs import BuildLog
+from condapipe.engines import diagnose
+from condapipe.engines.base import V1_RECIPE, BuildOptions, EngineResult, log_file_for
+from condapipe.engines.logs import BuildLog
 from condapipe.errors import BuildFailed, UsageError
 
 # rattler-build spells the bzip2 format "tar-bz2" in its format:level strings.

@@ -1,7 +1,7 @@
 """`fix`: make every ELF file of a package or prefix relocatable, in parallel.
 
-Per file: the rpath from the family's rules (condapipe.fix.elf.rpath), needed names of vendored
-libraries replaced, written by the cheapest patcher that can (condapipe.fix.elf.patchers).
+Per file: the rpath from the family's rules (condapipe.fix.rpath), needed names of vendored
+libraries replaced, written by the cheapest patcher that can (condapipe.fix.patchers).
 For a package file: unpack, fix, refresh paths.json, repack the same format, rename over
 the original (or write to another folder) — never a half-written package.
 """
@@ -17,11 +17,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from condapipe.elf.reader import DT_RPATH, DT_RUNPATH, ElfFile, is_elf
+from condapipe.elf.scan import elf_files
 from condapipe.errors import BuildFailed, UsageError
-from condapipe.fix.elf.patchers import RPATH, Change, PatchError, apply_change
-from condapipe.fix.elf.reader import DT_RPATH, DT_RUNPATH, ElfFile, NotElf, is_elf
-from condapipe.fix.elf.rpath import RpathRules, decide, rules_for
-from condapipe.fix.package_io import (
+from condapipe.fix.patchers import RPATH, Change, PatchError, apply_change
+from condapipe.fix.rpath import RpathRules, decide, rules_for
+from condapipe.hashing import FileDigest, hash_file
+from condapipe.package.io import (
     CONDA,
     PackOptions,
     Progress,
@@ -33,9 +35,6 @@ from condapipe.fix.package_io import (
     unpack,
     update_paths_json,
 )
-from condapipe.hashing import FileDigest, hash_file
-
-EM_CUDA = 190  # cubins are ELF too, but not host code
 
 
 @dataclass(frozen=True)
@@ -165,38 +164,6 @@ def vendor_libraries(
 
 
 # -- the per-file pass --------------------------------------------------------------------
-
-
-def elf_files(root: Path, broken: list[str] | None = None) -> list[str]:
-    """Host ELF files with a dynamic table (relative posix paths), hard-link duplicates once.
-
-    Files with the ELF magic that cannot be parsed are skipped, and listed in `broken`.
-    """
-    seen: set[tuple[int, int]] = set()
-    out: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        rel_dir = Path(dirpath).relative_to(root)
-        if rel_dir.parts[:1] == ("info",):
-            continue
-        for name in sorted(filenames):
-            full = Path(dirpath) / name
-            if full.is_symlink() or not is_elf(full):
-                continue
-            st = full.stat()
-            if (st.st_dev, st.st_ino) in seen:
-                continue
-            seen.add((st.st_dev, st.st_ino))
-            try:
-                with ElfFile(full) as elf:
-                    if elf.e_machine == EM_CUDA or elf.e_type not in (2, 3) or not elf.dynamic_entries():
-                        continue
-            except (NotElf, ValueError):
-                if broken is not None:
-                    broken.append((rel_dir / name).as_posix())
-                continue
-            out.append((rel_dir / name).as_posix())
-    return out
 
 
 def _fix_one(

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from condapipe.elf.reader import DT_NEEDED, DT_RPATH, DT_RUNPATH, ElfFile
 from condapipe.errors import EnvironmentProblem, UsageError
-from condapipe.fix.elf.reader import DT_NEEDED, DT_RPATH, DT_RUNPATH, ElfFile
 
 RPATH = "rpath"
 RUNPATH = "runpath"

@@ -17,9 +17,8 @@ from importlib import resources
 
 from ruamel.yaml import YAML
 
+from condapipe.elf.rpath_entries import ORIGIN_PREFIXES, split_rpath
 from condapipe.errors import UsageError
-
-ORIGIN_PREFIXES = ("$ORIGIN", "${ORIGIN}")
 
 
 @dataclass(frozen=True)
@@ -105,10 +104,6 @@ def guess_build_prefix(path: str) -> str | None:
         if part and _marker_re().match(part):
             return "/".join(parts[: i + 1])
     return None
-
-
-def split_rpath(value: str | None) -> list[str]:
-    return [e for e in (value or "").split(":") if e]
 
 
 def origin_relative(target_dir: str, file_relpath: str) -> str:

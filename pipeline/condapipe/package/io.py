@@ -26,8 +26,14 @@ from typing import IO, Any
 import zstandard
 
 from condapipe.errors import BuildFailed, UsageError
-from condapipe.fix.safe_extract import STREAM_ERRORS, iter_members, member_name, open_regular, safe_extract
 from condapipe.hashing import CHUNK, FileDigest, hash_file
+from condapipe.package.safe_extract import (
+    STREAM_ERRORS,
+    iter_members,
+    member_name,
+    open_regular,
+    safe_extract,
+)
 
 CONDA = ".conda"
 TAR_BZ2 = ".tar.bz2"
@@ -40,7 +46,7 @@ DEFAULT_ZSTD_LEVEL = 19
 DRAFT_ZSTD_LEVEL = 1
 
 # What a damaged or truncated package raises while it is streamed (zip, tar, bzip2, zstd through
-# zstandard and backports.zstd / compression.zstd, EOF): condapipe.fix.safe_extract reads every
+# zstandard and backports.zstd / compression.zstd, EOF): condapipe.package.safe_extract reads every
 # package and turns these into one-line errors; the tuple stays for callers that use other readers
 # (anaconda-client's inspector). LookupError: a component the file name implies is missing.
 READ_ERRORS: tuple[type[Exception], ...] = (*STREAM_ERRORS, LookupError)
@@ -218,7 +224,7 @@ _SAFE_SUBDIR = re.compile(r"noarch|[a-z0-9]+-[a-z0-9_]+")
 
 
 def unpack(path: Path | str, dest: Path | str) -> Path:
-    """Extract every member of the package into `dest` (created) under condapipe.fix.safe_extract's
+    """Extract every member of the package into `dest` (created) under condapipe.package.safe_extract's
     rules (no member leaves `dest`, only files, folders and links, bounded size); returns `dest`."""
     return safe_extract(package_file(path), Path(dest))
 

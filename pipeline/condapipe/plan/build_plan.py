@@ -23,13 +23,13 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from condapipe.buildspec.build_spec import BuildSpec, CudaVariant, Source
 from condapipe.errors import UsageError
 from condapipe.plan import steps as act
 from condapipe.plan.code_inputs import code_digest, tree_digest
 from condapipe.plan.jobs import Job, PlanOptions
 from condapipe.plan.runner import Plan, Step
 from condapipe.plan.state import STATE_FILE, StateFile
-from condapipe.spec.build_spec import BuildSpec, CudaVariant, Source
 
 
 @cache
@@ -86,7 +86,7 @@ def prerequisite_spec(family: str, spec: BuildSpec, variant: CudaVariant) -> Bui
     package pytorch's own builds used (the variant's magma), so a rebuilt magma-cudaXY matches
     upstream's.
     """
-    from condapipe.spec.build_spec import build_spec
+    from condapipe.buildspec.build_spec import build_spec
 
     if family != "magma":
         raise UsageError(f"data/plan.yaml names prerequisite {family!r}, which condapipe cannot build")
@@ -337,7 +337,7 @@ def make_recipe_plan(
 
 def _engine_name(job: Job, options: PlanOptions) -> str:
     """The engine that will build the job ("auto" resolved: installing conda-build later rebuilds)."""
-    from condapipe.build import engine_for_recipe, get_engine
+    from condapipe.engines import engine_for_recipe, get_engine
 
     if job.recipe_dir is not None:
         return engine_for_recipe(job.recipe_dir, options.engine)[0].name

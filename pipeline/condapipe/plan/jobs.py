@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from condapipe.build.logs import LineSink
-from condapipe.spec.build_spec import BuildSpec
+from condapipe.buildspec.build_spec import BuildSpec
+from condapipe.engines.logs import LineSink
 
 
 @dataclass(frozen=True)

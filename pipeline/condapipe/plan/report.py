@@ -27,7 +27,7 @@ REPORT_MD = "report.md"
 
 def _package_entry(result: StepResult, by_id: dict[str, StepResult]) -> list[dict[str, Any]]:
     """Facts about each package a publish step put into the channel."""
-    from condapipe.fix.package_io import read_package_info
+    from condapipe.package.io import read_package_info
 
     label = result.step.package
     verify = by_id.get(f"verify:{label}")

@@ -17,16 +17,16 @@ from condapipe.errors import BuildFailed
 from condapipe.plan.runner import StepContext, StepOutcome, pause_point
 
 if TYPE_CHECKING:
+    from condapipe.buildspec.arch import ArchList
+    from condapipe.buildspec.build_spec import BuildSpec
     from condapipe.plan.jobs import Job, PlanOptions
     from condapipe.publish.upload_result import FileOutcome
-    from condapipe.spec.arch import ArchList
-    from condapipe.spec.build_spec import BuildSpec
 
 Action = Callable[[StepContext], StepOutcome]
 
 
 def _packages(ctx: StepContext, step_id: str) -> list[Path]:
-    from condapipe.fix.package_io import package_suffix
+    from condapipe.package.io import package_suffix
 
     pkgs = [p for p in ctx.dep_files(step_id) if package_suffix(p.name)]
     if not pkgs:
@@ -48,7 +48,7 @@ def render_action(spec: BuildSpec, label: str) -> Action:
 
 def build_action(job: Job, options: PlanOptions) -> Action:
     def run(ctx: StepContext) -> StepOutcome:
-        from condapipe.build import BuildOptions, engine_for_recipe
+        from condapipe.engines import BuildOptions, engine_for_recipe
 
         if job.recipe_dir is not None:
             recipe_dir = job.recipe_dir
@@ -107,7 +107,7 @@ def engine_compression_level(options: PlanOptions) -> int | None:
     on all cores, so its engine writes the cheapest level; a `.tar.bz2` is written at the final
     level by the engine (bzip2's level barely changes its speed) and left alone when unchanged."""
     if options.package_format == "conda":
-        from condapipe.fix.package_io import DRAFT_ZSTD_LEVEL
+        from condapipe.package.io import DRAFT_ZSTD_LEVEL
 
         return DRAFT_ZSTD_LEVEL
     return options.compression_level
@@ -115,7 +115,7 @@ def engine_compression_level(options: PlanOptions) -> int | None:
 
 def final_compression(options: PlanOptions) -> tuple[str, int]:
     """The published package's format and level: the user's --compression-level, else the default."""
-    from condapipe.fix.package_io import DEFAULT_ZSTD_LEVEL, PackOptions
+    from condapipe.package.io import DEFAULT_ZSTD_LEVEL, PackOptions
 
     default = DEFAULT_ZSTD_LEVEL if options.package_format == "conda" else PackOptions().bz2_level
     return options.package_format, options.compression_level or default
@@ -124,7 +124,7 @@ def final_compression(options: PlanOptions) -> tuple[str, int]:
 def fix_action(build_step: str, family: str | None, options: PlanOptions) -> Action:
     def run(ctx: StepContext) -> StepOutcome:
         from condapipe.fix.fixer import fix_package_file
-        from condapipe.fix.package_io import PackOptions
+        from condapipe.package.io import PackOptions
 
         fmt, level = final_compression(options)
         pack = PackOptions(zstd_level=level) if fmt == "conda" else PackOptions(bz2_level=level)
@@ -166,7 +166,7 @@ def local_dependency_libs(pkg: Path, channels: tuple[Path, ...]) -> tuple[str, .
     import json
     import re
 
-    from condapipe.fix.package_io import package_stem, package_suffix, read_info_file, read_package_info
+    from condapipe.package.io import package_stem, package_suffix, read_info_file, read_package_info
 
     info = read_package_info(pkg)
     names = {re.split(r"[\s<>=!~]", spec.strip(), maxsplit=1)[0] for spec in info.depends}
@@ -260,7 +260,7 @@ def _run_conda_build_tests(ctx: StepContext, pkg: Path, channels: list[str]) -> 
     import rattler_build
     from rattler_build.cli_api import test_package
 
-    from condapipe.fix.package_io import info_names, read_info_file
+    from condapipe.package.io import info_names, read_info_file
 
     names = info_names(pkg, "info/test/")
     scripts = [n.rsplit("/", 1)[1] for n in names if n.rsplit("/", 1)[1] in CONDA_BUILD_TEST_SCRIPTS]

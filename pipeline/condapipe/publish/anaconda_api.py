@@ -24,7 +24,7 @@ from urllib.parse import quote
 import requests
 from requests.adapters import HTTPAdapter
 
-from condapipe.fix.package_io import READ_ERRORS, PackageInfo
+from condapipe.package.io import READ_ERRORS, PackageInfo
 from condapipe.publish.tokens import Token, redact
 
 DEFAULT_SITE_URL = "https://api.anaconda.org"

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from condapipe.errors import EnvironmentProblem, UsageError
-from condapipe.fix.package_io import PackageInfo, package_suffix, read_package_info
 from condapipe.hashing import CHUNK, hash_file
+from condapipe.package.io import PackageInfo, package_suffix, read_package_info
 from condapipe.publish.upload_result import FileOutcome, Status
 from condapipe.safe_paths import destination
 

@@ -46,8 +46,8 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from condapipe.errors import CondapipeError, EnvironmentProblem, UsageError
-from condapipe.fix.package_io import PackageInfo, read_package_info
 from condapipe.hashing import hash_file
+from condapipe.package.io import PackageInfo, read_package_info
 from condapipe.publish.anaconda_api import (
     DEFAULT_SITE_URL,
     AnacondaMeta,
@@ -172,7 +172,7 @@ def not_attempted(info: PackageInfo, target: str, status: Status, detail: str) -
 
 def configured_upload_settings(config: Path | None = None) -> dict:
     """The [upload] table of condapipe.toml / pyproject [tool.condapipe] (config_file's loader)."""
-    from condapipe.spec.config_file import upload_settings
+    from condapipe.buildspec.config_file import upload_settings
 
     return upload_settings(config)
 

@@ -16,7 +16,7 @@ from importlib import resources
 
 from ruamel.yaml import YAML
 
-from condapipe.fix.package_io import PackageInfo
+from condapipe.package.io import PackageInfo
 
 
 @dataclass(frozen=True)

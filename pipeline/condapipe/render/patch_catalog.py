@@ -26,9 +26,9 @@ from packaging.version import InvalidVersion, Version
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from condapipe.buildspec.build_spec import PLATFORMS
 from condapipe.errors import UsageError
 from condapipe.safe_paths import read_regular_bytes
-from condapipe.spec.build_spec import PLATFORMS
 
 KINDS: tuple[str, ...] = ("patch", "config")
 ANY_BOARD: object = object()  # applicable(board=...) left out: the build's Jetson board is unknown
@@ -344,9 +344,9 @@ def check_consistency(catalog: Catalog) -> list[str]:
 
 
 def _jetson_boards() -> tuple[str, ...]:
-    """Board names of condapipe.spec.jetson (empty when that table is not available)."""
+    """Board names of condapipe.buildspec.jetson (empty when that table is not available)."""
     try:
-        from condapipe.spec import jetson
+        from condapipe.buildspec import jetson
     except ImportError:
         return ()
     return tuple(jetson.boards())

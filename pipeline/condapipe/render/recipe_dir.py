@@ -28,7 +28,7 @@ from condapipe.render.v1 import recipe_yaml, variants_yaml
 from condapipe.safe_paths import destination, replaceable
 
 if TYPE_CHECKING:
-    from condapipe.spec.build_spec import BuildSpec
+    from condapipe.buildspec.build_spec import BuildSpec
 
 MARKER = ".condapipe-render.json"
 

@@ -12,7 +12,7 @@ Checks, each producing readable errors (defects) or warnings:
   error, extra: warning); in static libraries (libmagma.a) every member object with device
   code must cover it. Without an explicit list the package's own promise is checked: the
   arch list it records in info/about.json (`extra.condapipe`, written by render), else, given
-  a CUDA version, the default list of the package's family (condapipe.spec.variant decides).
+  a CUDA version, the default list of the package's family (condapipe.buildspec.variant decides).
 """
 
 from __future__ import annotations
@@ -32,23 +32,23 @@ from pathlib import Path
 
 from ruamel.yaml import YAML
 
+from condapipe.buildspec.arch import ArchList
+from condapipe.buildspec.variant import package_promise
+from condapipe.elf.archive import ArchiveError, is_archive, read_archive_fatbins
+from condapipe.elf.fatbin import KIND_ELF, FatbinError, decompress, read_fatbin
+from condapipe.elf.reader import ElfFile, NotElf
+from condapipe.elf.rpath_entries import ORIGIN_PREFIXES, split_rpath
+from condapipe.elf.scan import EM_CUDA, elf_files
 from condapipe.errors import UsageError
-from condapipe.fix.elf.archive import ArchiveError, is_archive, read_archive_fatbins
-from condapipe.fix.elf.fatbin import KIND_ELF, FatbinError, decompress, read_fatbin
-from condapipe.fix.elf.reader import ElfFile, NotElf
-from condapipe.fix.elf.rpath import ORIGIN_PREFIXES, split_rpath
-from condapipe.fix.fixer import EM_CUDA, elf_files
-from condapipe.fix.package_io import (
+from condapipe.hashing import hash_file
+from condapipe.package.io import (
     load_index,
     load_paths_json,
     package_file,
     package_info_from_index,
     unpack,
 )
-from condapipe.fix.safe_extract import UnsafePackage
-from condapipe.hashing import hash_file
-from condapipe.spec.arch import ArchList
-from condapipe.spec.variant import package_promise
+from condapipe.package.safe_extract import UnsafePackage
 
 _TEXT_PROBE = 8192
 _TEXT_MAX = 64 << 20

@@ -16,11 +16,7 @@ from typing import Any
 
 import click
 
-from condapipe.build import (
-    ENGINE_NAMES,
-    recipe_formats,
-)
-from condapipe.build.base import PACKAGE_FORMATS
+from condapipe.buildspec.options import cli_settings, spec_options
 from condapipe.cli.output import (
     dry_run_option,
     echo_lines,
@@ -28,8 +24,12 @@ from condapipe.cli.output import (
     output_dir_option,
     work_dir_option,
 )
+from condapipe.engines import (
+    ENGINE_NAMES,
+    recipe_formats,
+)
+from condapipe.engines.base import PACKAGE_FORMATS
 from condapipe.errors import UsageError
-from condapipe.spec.options import cli_settings, spec_options
 
 # Spec flags that mean something for a recipe directory; the rest describe a family build.
 _DIR_FLAGS = ("python", "platform", "env")
@@ -67,9 +67,9 @@ def _compile_cache_env(
     target: str, value: str | None, spec_params: dict[str, Any]
 ) -> tuple[tuple[str, str], ...]:
     """--compile-cache (else the config file's compile_cache) as build environment; () for none."""
+    from condapipe.buildspec.compile_cache import resolve_compile_cache
+    from condapipe.buildspec.options import merged_settings
     from condapipe.cli.output import err_console
-    from condapipe.spec.compile_cache import resolve_compile_cache
-    from condapipe.spec.options import merged_settings
 
     if value is None:
         value = merged_settings(target, spec_params)[0].get("compile_cache")

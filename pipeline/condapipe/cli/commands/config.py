@@ -9,11 +9,11 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
+from condapipe.buildspec.build_spec import BuildSpec, family_rules
+from condapipe.buildspec.config_file import load_config
+from condapipe.buildspec.options import config_path, resolve_package, spec_options
 from condapipe.cli.output import console, json_option, print_json
 from condapipe.cli.spec_input import echo_choices, machine_spec
-from condapipe.spec.build_spec import BuildSpec, family_rules
-from condapipe.spec.config_file import load_config
-from condapipe.spec.options import config_path, resolve_package, spec_options
 
 
 @click.group(name="config")

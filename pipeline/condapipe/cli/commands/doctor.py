@@ -16,14 +16,14 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from condapipe.build import ENGINE_NAMES
+from condapipe.buildspec.config_file import load_config
+from condapipe.buildspec.defaults import newest_upstream_cuda
+from condapipe.buildspec.options import config_path, spec_options
 from condapipe.cli.output import console, err_console, json_option, print_json, work_dir_option
 from condapipe.cli.spec_input import machine_spec
 from condapipe.doctor import DoctorReport, Machine, find_toolkits, run_doctor
 from condapipe.doctor.run import default_target
-from condapipe.spec.config_file import load_config
-from condapipe.spec.defaults import newest_upstream_cuda
-from condapipe.spec.options import config_path, spec_options
+from condapipe.engines import ENGINE_NAMES
 
 _STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "block": "bold red"}
 

@@ -14,10 +14,10 @@ from rich.table import Table
 
 from condapipe.cli.output import FolderPath, console, dry_run_option, err_console, json_option, print_json
 from condapipe.errors import BuildFailed, UsageError
-from condapipe.fix.elf.patchers import PATCHER_NAMES, RPATH, RUNPATH
-from condapipe.fix.elf.rpath import families, rules_for
 from condapipe.fix.fixer import FixOptions, FixReport, fix_package, fix_prefix
-from condapipe.fix.package_io import PACKAGE_SUFFIXES, PackOptions, Progress
+from condapipe.fix.patchers import PATCHER_NAMES, RPATH, RUNPATH
+from condapipe.fix.rpath import families, rules_for
+from condapipe.package.io import PACKAGE_SUFFIXES, PackOptions, Progress
 from condapipe.safe_paths import destination
 
 

@@ -8,6 +8,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from condapipe.buildspec.build_spec import PLATFORMS
 from condapipe.cli.output import console, json_option, print_json
 from condapipe.errors import BuildFailed, UsageError
 from condapipe.render.patch_catalog import (
@@ -18,7 +19,6 @@ from condapipe.render.patch_catalog import (
     parse_version,
 )
 from condapipe.render.patch_check import CONFIG, FAILS, check_entries
-from condapipe.spec.build_spec import PLATFORMS
 
 
 def _parse_for(text: str) -> tuple[str, str | None]:

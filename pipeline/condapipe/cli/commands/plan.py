@@ -14,10 +14,10 @@ from typing import Any
 import click
 
 from condapipe import __version__
-from condapipe.build import ENGINE_NAMES
+from condapipe.buildspec.options import PARAM_KEYS, merged_settings, spec_options
 from condapipe.cli.output import console, json_option, print_json
+from condapipe.engines import ENGINE_NAMES
 from condapipe.errors import UsageError
-from condapipe.spec.options import PARAM_KEYS, merged_settings, spec_options
 
 
 def _spec_flags(package: str, params: dict[str, Any], choices: tuple[Any, ...]) -> tuple[str, ...]:

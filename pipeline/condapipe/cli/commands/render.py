@@ -7,10 +7,10 @@ from typing import Any
 
 import click
 
+from condapipe.buildspec.options import echo_spec_warnings, resolve_package, spec_from_cli, spec_options
 from condapipe.cli.output import console, dry_run_option, json_option, print_json
 from condapipe.errors import UsageError
 from condapipe.render.recipe_dir import build_model, check_target, plan_files, render_model
-from condapipe.spec.options import echo_spec_warnings, resolve_package, spec_from_cli, spec_options
 
 
 @click.command("render")

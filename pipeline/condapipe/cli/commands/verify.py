@@ -7,9 +7,9 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
+from condapipe.buildspec.arch import ArchList, parse_arch_list
 from condapipe.cli.output import console, err_console, json_option, print_json
 from condapipe.errors import BuildFailed
-from condapipe.spec.arch import ArchList, parse_arch_list
 from condapipe.verify.verifier import VerifyReport, verify_package
 
 

@@ -1,6 +1,6 @@
 """Package families: one module per recipe family, each exposing `build_model(spec) -> RecipeModel`.
 
-Which families exist is the spec stage's registry (condapipe.spec.families: data/spec_families.yaml
+Which families exist is the spec stage's registry (condapipe.buildspec.families: data/spec_families.yaml
 and the folders under recipes/); a family's module is found from its name ("cuda-smoke" ->
 condapipe.render.families.cuda_smoke).
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from condapipe.buildspec.families import known_packages
 from condapipe.errors import UsageError
-from condapipe.spec.families import known_packages
 
 
 def module_name(package: str) -> str:

@@ -16,11 +16,11 @@ from typing import Any
 import jinja2
 from ruamel.yaml import YAML
 
+from condapipe.buildspec.build_spec import BuildSpec
+from condapipe.buildspec.compile_cache import sccache_env_names
+from condapipe.buildspec.variant import promise_record
 from condapipe.errors import UsageError
 from condapipe.render.model import ALWAYS, Patch, Variants, When
-from condapipe.spec.build_spec import BuildSpec
-from condapipe.spec.compile_cache import sccache_env_names
-from condapipe.spec.variant import promise_record
 
 
 @cache

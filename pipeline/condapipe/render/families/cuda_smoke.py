@@ -13,6 +13,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
+from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.errors import UsageError
 from condapipe.render.families._common import promise_extra
 from condapipe.render.model import (
@@ -24,7 +25,6 @@ from condapipe.render.model import (
     Tests,
     Variants,
 )
-from condapipe.spec.build_spec import BuildSpec
 
 SOURCES = ("cuda_smoke.cu", "cuda_smoke.h", "cuda_smoke_cli.c")
 

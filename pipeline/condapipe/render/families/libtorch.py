@@ -15,6 +15,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from condapipe.buildspec import tables
+from condapipe.buildspec.build_spec import BuildSpec
+from condapipe.buildspec.compile_cache import sccache_env_names
 from condapipe.render.families import pytorch
 from condapipe.render.families._common import (
     common_value,
@@ -43,9 +46,6 @@ from condapipe.render.model import (
     Tests,
     When,
 )
-from condapipe.spec import tables
-from condapipe.spec.build_spec import BuildSpec
-from condapipe.spec.compile_cache import sccache_env_names
 
 FAMILY = "libtorch"
 # The variant keys the libtorch recipe uses (pytorch's rows carry more: the Python-side mutex,

@@ -12,6 +12,9 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
+from condapipe.buildspec.arch import ArchList
+from condapipe.buildspec.build_spec import BuildSpec, CudaVariant
+from condapipe.buildspec.compile_cache import sccache_env_names
 from condapipe.errors import UsageError
 from condapipe.render.families._common import (
     common_value,
@@ -32,9 +35,6 @@ from condapipe.render.model import (
     SourceRef,
     Tests,
 )
-from condapipe.spec.arch import ArchList
-from condapipe.spec.build_spec import BuildSpec, CudaVariant
-from condapipe.spec.compile_cache import sccache_env_names
 
 ARCH_KEY = "magma_arch_list"  # variant key, only when the CUDAs of one render differ in their list
 

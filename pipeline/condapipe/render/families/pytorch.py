@@ -1,7 +1,7 @@
 """The pytorch family: BuildSpec -> RecipeModel in the style of pytorch/builder's conda recipe.
 
 Per-version facts (pins, build command, static NCCL, mutex scheme, memory per job) come from
-pipeline/data/pytorch.yaml through condapipe.spec.tables.pytorch_info; every per-CUDA fact (arch
+pipeline/data/pytorch.yaml through condapipe.buildspec.tables.pytorch_info; every per-CUDA fact (arch
 list, nvcc flags, run constraint, magma package, cuDNN, BUILD_SPLIT_CUDA, static cuDNN) is read
 from the spec's resolved CudaVariant, never from the CUDA table. Everything that varies with the
 CUDA variant becomes a zipped variant key, so several --cuda/--python values give one recipe
@@ -16,6 +16,9 @@ from collections.abc import Sequence
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from condapipe.buildspec import tables
+from condapipe.buildspec.build_spec import BuildSpec, CudaVariant
+from condapipe.buildspec.compile_cache import sccache_env_names
 from condapipe.render.families._common import (
     CatalogSelection,
     common_value,
@@ -38,9 +41,6 @@ from condapipe.render.model import (
     Tests,
     When,
 )
-from condapipe.spec import tables
-from condapipe.spec.build_spec import BuildSpec, CudaVariant
-from condapipe.spec.compile_cache import sccache_env_names
 
 NONE = "none"  # placeholder value of CUDA-only variant keys in the CPU variant
 
@@ -116,7 +116,7 @@ def missing_dso_allowlist(spec: BuildSpec, data: dict) -> tuple[str, ...]:
     """The family's allowlist, plus JetPack's libraries for a Jetson board."""
     extra: tuple[str, ...] = ()
     if spec.jetson:
-        from condapipe.spec.jetson import profile
+        from condapipe.buildspec.jetson import profile
 
         extra = profile(spec.jetson, spec.cudas[0]).system_libraries
     return tuple(data["missing_dso_allowlist"]) + extra
