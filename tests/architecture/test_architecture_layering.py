@@ -1,4 +1,4 @@
-"""The package's layering (DESIGN.md, README "Architecture"): no import circles, no stage imports
+"""The package's layering (docs/design.md, README "Architecture"): no import circles, no stage imports
 the CLI, and every import between stages goes down the data flow.
 
 Every module under pipeline/condapipe is read with ast (nothing is imported). All imports count:
@@ -174,3 +174,18 @@ def test_each_stage_names_its_few_public_entry_points(package: str) -> None:
     assert len(public) <= 30 and len(set(public)) == len(public)
     missing = [name for name in public if not hasattr(module, name)]
     assert not missing, f"{package}.__all__ names what it does not provide: {missing}"
+
+
+def test_nothing_below_the_cli_parses_flags_or_prints() -> None:
+    # Flags are defined once, in cli/; stages return values or report through callbacks.
+    offenders: list[str] = []
+    for module, path in MODULES.items():
+        if stage_of(module) == "cli":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                offenders += [f"{module} imports {n}" for n in names if n.split(".")[0] == "click"]
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print":
+                offenders.append(f"{module} calls print()")
+    assert not offenders, offenders

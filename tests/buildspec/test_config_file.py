@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from condapipe.buildspec.config_file import find_config, load_config, upload_settings
-from condapipe.buildspec.options import spec_from_cli
+from condapipe.buildspec.settings import spec_from_flags
 from condapipe.cli.main import main
 from condapipe.errors import UsageError
 
@@ -47,7 +47,7 @@ def cli(*args: str):
 
 
 def test_config_file_fills_the_spec(project):
-    s = spec_from_cli("pytorch", {})
+    s = spec_from_flags("pytorch", {})
     assert s.version == "2.4.1" and s.pythons == ("3.10", "3.11") and s.build_number == 3
     assert s.cudas == ("12.4",) and s.cuda_variants[0].archs.torch_arch_list() == "8.0;9.0"
     assert s.source.kind == "path" and s.source.path == (project / "checkout").resolve()
@@ -55,18 +55,18 @@ def test_config_file_fills_the_spec(project):
 
 
 def test_cli_flags_override_the_file(project):
-    s = spec_from_cli(
+    s = spec_from_flags(
         "pytorch", {"python": ("3.12",), "cuda": ("11.8",), "arch": "Hopper", "build_number": "0"}
     )
     assert s.pythons == ("3.12",) and s.cudas == ("11.8",) and s.build_number == 0
     assert s.cuda_variants[0].archs.torch_arch_list() == "9.0"
     assert s.version == "2.4.1"  # not overridden: still from the file
-    s2 = spec_from_cli("pytorch", {"env": ("USE_FLASH_ATTENTION=1", "X=y")})
+    s2 = spec_from_flags("pytorch", {"env": ("USE_FLASH_ATTENTION=1", "X=y")})
     assert dict(s2.extra_env)["USE_FLASH_ATTENTION"] == "1" and dict(s2.extra_env)["X"] == "y"
 
 
 def test_per_package_tables_override_the_top_level(project):
-    s = spec_from_cli("magma", {})
+    s = spec_from_flags("magma", {})
     assert s.cudas == ("11.8",) and s.version == "2.6.1"
     # python/arch of the shared file are ignored quietly for magma (they are not its flags)
     assert s.pythons == ()
@@ -87,7 +87,7 @@ def test_pyproject_tool_section_is_found(tmp_path, monkeypatch):
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n\n[tool.condapipe]\ncuda = ["12.8"]\n')
     monkeypatch.chdir(tmp_path)
     assert find_config() == tmp_path / "pyproject.toml"
-    assert spec_from_cli("magma", {}).cudas == ("12.8",)
+    assert spec_from_flags("magma", {}).cudas == ("12.8",)
 
 
 def test_pyproject_without_the_section_is_not_a_config(tmp_path, monkeypatch):
@@ -101,7 +101,7 @@ def test_pyproject_without_the_section_is_not_a_config(tmp_path, monkeypatch):
 def test_explicit_config_flag_wins_over_the_local_file(project, tmp_path_factory):
     other = tmp_path_factory.mktemp("other") / "team.toml"
     other.write_text('version = "1.13.1"\npython = "3.10"\ncuda = "11.7"\n')
-    s = spec_from_cli("pytorch", {"config": str(other)})
+    s = spec_from_flags("pytorch", {"config": str(other)})
     assert s.version == "1.13.1" and s.cudas == ("11.7",)
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from condapipe.buildspec.build_spec import build_spec, known_packages, normalize_python
-from condapipe.buildspec.options import spec_from_cli
+from condapipe.buildspec.settings import spec_from_flags
 from condapipe.errors import UsageError
 
 
 def spec(package, **params):
-    return spec_from_cli(package, {"config": None, **params})
+    return spec_from_flags(package, {"config": None, **params})
 
 
 def error(package, **params) -> str:

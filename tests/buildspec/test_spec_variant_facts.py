@@ -15,7 +15,7 @@ from render_helpers import load_yaml, run_cli
 
 from condapipe.buildspec.arch import magma_default_archs, parse_arch_list, torch_default_archs
 from condapipe.buildspec.families import family_of_package
-from condapipe.buildspec.options import spec_from_cli
+from condapipe.buildspec.settings import spec_from_flags
 from condapipe.buildspec.variant import package_promise, promised_archs
 
 # 12 archs + 1 PTX = 13 code images on CUDA 10.2 (which by itself does not split): too many for one
@@ -99,7 +99,7 @@ def test_where_the_split_is_unavailable_spec_render_and_the_user_see_the_same_wa
     ],
 )
 def test_every_cuda_fact_in_the_recipe_is_the_specs(tmp_path: Path, args: tuple[str, ...]) -> None:
-    spec = spec_from_cli(args[0], _params(args[1:]))
+    spec = spec_from_flags(args[0], _params(args[1:]))
     out, _ = render(tmp_path, *args)
     for name, matrix in matrices(out).items():
         rows = {cuda: i for i, cuda in enumerate(matrix["cuda_version"])}
@@ -130,7 +130,7 @@ def _params(flags: tuple[str, ...]) -> dict:
 
 
 def test_a_jetson_build_links_jetpacks_dynamic_cudnn_by_the_specs_decision() -> None:
-    (variant,) = spec_from_cli("pytorch", {"config": None, "jetson": "tx2"}).cuda_variants
+    (variant,) = spec_from_flags("pytorch", {"config": None, "jetson": "tx2"}).cuda_variants
     assert not variant.static_cudnn
 
 

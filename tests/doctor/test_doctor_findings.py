@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from condapipe.buildspec.options import spec_from_cli
+from condapipe.buildspec.settings import spec_from_flags
 from condapipe.cli.main import main
 from condapipe.doctor.run import Machine, run_doctor
 
@@ -79,7 +79,7 @@ def test_a_matching_toolkit_under_usr_local_is_switched_to_instead_of_blocking(t
     toolkit.mkdir(parents=True)
     shutil.copy(STANDINS / "nvcc-11.0" / "nvcc", toolkit / "nvcc")
     report = run_doctor(
-        spec_from_cli("cuda-smoke", {"cuda": ("11.0",), "arch": "8.0"}),
+        spec_from_flags("cuda-smoke", {"cuda": ("11.0",), "arch": "8.0"}),
         Machine(path=SYSTEM_PATH, cuda_roots=tmp_path, work_dir=tmp_path, env={}),
     )
     nvcc = next(f for f in report.findings if f.check == "nvcc")
@@ -99,7 +99,7 @@ def test_the_real_toolchain_of_this_machine_passes_for_cuda_13(tmp_path: Path) -
 def test_a_too_new_gcc_blocks_and_names_the_newest_one_nvcc_accepts(tmp_path: Path) -> None:
     path = f"{STANDINS / 'nvcc-11.0'}:{STANDINS / 'gcc-14'}:{SYSTEM_PATH}"
     report = run_doctor(
-        spec_from_cli("cuda-smoke", {"cuda": ("11.0",), "arch": "8.0"}), machine(tmp_path, path)
+        spec_from_flags("cuda-smoke", {"cuda": ("11.0",), "arch": "8.0"}), machine(tmp_path, path)
     )
     gcc = next(f for f in report.findings if f.check == "gcc")
     assert gcc.level == "block"
@@ -113,7 +113,7 @@ def test_an_older_gcc_already_on_path_is_suggested_by_its_path(tmp_path: Path) -
     shutil.copy(STANDINS / "gcc-14" / "gcc", older / "gcc-9")
     path = f"{STANDINS / 'nvcc-11.0'}:{STANDINS / 'gcc-14'}:{older}:{SYSTEM_PATH}"
     report = run_doctor(
-        spec_from_cli("cuda-smoke", {"cuda": ("11.0",), "arch": "8.0"}), machine(tmp_path, path)
+        spec_from_flags("cuda-smoke", {"cuda": ("11.0",), "arch": "8.0"}), machine(tmp_path, path)
     )
     gcc = next(f for f in report.findings if f.check == "gcc")
     assert f"CC={older / 'gcc-9'}" in gcc.fix
@@ -131,7 +131,7 @@ def test_a_tiny_ram_blocks_the_build_and_explains_the_oom(tmp_path: Path) -> Non
 def test_max_jobs_follows_ram_per_compile_job_and_the_cap(tmp_path: Path, gib: float, expected: int) -> None:
     # cuda-smoke: 1 GiB per job, at most 4 jobs; the faked machine has 8 CPUs.
     m = machine(tmp_path, meminfo=str(meminfo(tmp_path, int(gib * 1024 * 1024))))
-    report = run_doctor(spec_from_cli("cuda-smoke", {"cuda": ("13.0",), "arch": "9.0"}), m)
+    report = run_doctor(spec_from_flags("cuda-smoke", {"cuda": ("13.0",), "arch": "9.0"}), m)
     assert report.max_jobs == expected
 
 
@@ -139,7 +139,7 @@ def test_pytorch_max_jobs_uses_the_memory_per_job_of_its_version_series(tmp_path
     from condapipe.buildspec.tables import pytorch_info
 
     per_job = pytorch_info("2.4.1").mem_per_job_gb  # pytorch.yaml: what one nvcc job of 2.4 needs
-    spec = spec_from_cli("pytorch", {"version": "2.4.1", "cuda": ("cpu",), "python": ("3.11",)})
+    spec = spec_from_flags("pytorch", {"version": "2.4.1", "cuda": ("cpu",), "python": ("3.11",)})
     roomy = run_doctor(spec, machine(tmp_path, meminfo=str(meminfo(tmp_path, 5 * per_job * 1024 * 1024))))
     assert roomy.max_jobs == 5 and not [f for f in roomy.blocking if f.check == "ram"]
     small = run_doctor(spec, machine(tmp_path, meminfo=str(meminfo(tmp_path, (per_job - 1) * 1024 * 1024))))
@@ -149,7 +149,7 @@ def test_pytorch_max_jobs_uses_the_memory_per_job_of_its_version_series(tmp_path
 
 def test_a_user_max_jobs_beyond_the_ram_is_kept_but_warned_about(tmp_path: Path) -> None:
     m = machine(tmp_path, meminfo=str(meminfo(tmp_path, 2 * 1024 * 1024)), MAX_JOBS="16")
-    report = run_doctor(spec_from_cli("cuda-smoke", {"cuda": ("13.0",), "arch": "9.0"}), m)
+    report = run_doctor(spec_from_flags("cuda-smoke", {"cuda": ("13.0",), "arch": "9.0"}), m)
     assert report.max_jobs == 16
     warn = next(f for f in report.findings if f.check == "ram" and f.level == "warn")
     assert "MAX_JOBS=16" in warn.message and "unset MAX_JOBS" in warn.fix
@@ -191,7 +191,7 @@ def test_an_old_driver_is_explained_with_error_804_and_forward_compatibility(tmp
 
 def test_a_driver_of_the_same_major_runs_newer_minors_through_minor_version_compat(tmp_path: Path) -> None:
     m = Machine(path=SYSTEM_PATH, driver_file=_driver_file(tmp_path, "535.183.01"), work_dir=tmp_path, env={})
-    report = run_doctor(spec_from_cli("cuda-smoke", {"cuda": ("12.8",), "arch": "9.0"}), m)
+    report = run_doctor(spec_from_flags("cuda-smoke", {"cuda": ("12.8",), "arch": "9.0"}), m)
     driver = next(f for f in report.findings if f.check == "driver")
     assert driver.level == "info" and "minor version compatibility" in driver.message
 
@@ -209,7 +209,7 @@ def _cudnn(tmp_path: Path, major: int) -> tuple[Path, Path]:
 
 def test_cudnn_is_found_through_cudnn_include_dir_and_passed_to_the_build(tmp_path: Path) -> None:
     inc, lib = _cudnn(tmp_path, 8)
-    spec = spec_from_cli("pytorch", {"version": "1.8.0", "cuda": ("11.1",), "python": ("3.8",)})
+    spec = spec_from_flags("pytorch", {"version": "1.8.0", "cuda": ("11.1",), "python": ("3.8",)})
     report = run_doctor(spec, machine(tmp_path, CUDNN_INCLUDE_DIR=str(inc), CUDNN_LIB_DIR=str(lib)))
     cudnn = next(f for f in report.findings if f.check == "cudnn")
     assert cudnn.level == "ok" and "8.0.5" in cudnn.message
@@ -218,7 +218,7 @@ def test_cudnn_is_found_through_cudnn_include_dir_and_passed_to_the_build(tmp_pa
 
 def test_a_cudnn_of_another_major_blocks_and_names_the_wheel_to_install(tmp_path: Path) -> None:
     inc, lib = _cudnn(tmp_path, 9)
-    spec = spec_from_cli("pytorch", {"version": "1.8.0", "cuda": ("11.1",), "python": ("3.8",)})
+    spec = spec_from_flags("pytorch", {"version": "1.8.0", "cuda": ("11.1",), "python": ("3.8",)})
     report = run_doctor(spec, machine(tmp_path, CUDNN_INCLUDE_DIR=str(inc), CUDNN_LIB_DIR=str(lib)))
     cudnn = next(f for f in report.findings if f.check == "cudnn")
     assert cudnn.level == "block" and "9.0.5" in cudnn.message
@@ -227,7 +227,7 @@ def test_a_cudnn_of_another_major_blocks_and_names_the_wheel_to_install(tmp_path
 
 def test_cmake_4_on_an_old_family_sets_the_policy_minimum_for_the_build(tmp_path: Path) -> None:
     path = f"{STANDINS / 'cmake-4'}:{SYSTEM_PATH}"
-    report = run_doctor(spec_from_cli("magma", {"cuda": ("13.0",)}), machine(tmp_path, path))
+    report = run_doctor(spec_from_flags("magma", {"cuda": ("13.0",)}), machine(tmp_path, path))
     cmake = next(f for f in report.findings if f.check == "cmake")
     assert cmake.level == "warn" and "4.0.3" in cmake.message
     assert dict(report.build_env)["CMAKE_POLICY_VERSION_MINIMUM"] == "3.5"
@@ -236,12 +236,12 @@ def test_cmake_4_on_an_old_family_sets_the_policy_minimum_for_the_build(tmp_path
 def test_missing_cmake_blocks_a_family_that_uses_it(tmp_path: Path) -> None:
     empty = tmp_path / "empty-bin"
     empty.mkdir()
-    report = run_doctor(spec_from_cli("magma", {"cuda": ("13.0",)}), machine(tmp_path, str(empty)))
+    report = run_doctor(spec_from_flags("magma", {"cuda": ("13.0",)}), machine(tmp_path, str(empty)))
     assert {f.check for f in report.blocking} >= {"cmake", "nvcc", "gcc"}
 
 
 def test_disk_need_scales_with_the_variants_and_blocks_when_short(tmp_path: Path) -> None:
-    spec = spec_from_cli(
+    spec = spec_from_flags(
         "pytorch", {"version": "2.4.1", "cuda": ("12.1", "12.4"), "python": ("3.10", "3.11", "3.12")}
     )
     report = run_doctor(spec, machine(tmp_path))
@@ -296,7 +296,7 @@ def test_cudnn_from_the_pip_wheel_layout_is_found(tmp_path: Path, monkeypatch: p
     )
     (wheel / "lib" / "libcudnn.so.8").write_bytes(b"\x7fELF")
     monkeypatch.syspath_prepend(str(site))
-    spec = spec_from_cli("pytorch", {"version": "1.8.0", "cuda": ("11.1",), "python": ("3.8",)})
+    spec = spec_from_flags("pytorch", {"version": "1.8.0", "cuda": ("11.1",), "python": ("3.8",)})
     report = run_doctor(spec, machine(tmp_path))
     cudnn = next(f for f in report.findings if f.check == "cudnn")
     assert cudnn.level == "ok" and "pip wheel nvidia-cudnn" in cudnn.message
@@ -316,7 +316,7 @@ def test_on_a_gpu_machine_the_loaded_driver_is_read_and_matches_nvidia_smi(tmp_p
 def test_libtorch_is_checked_like_pytorch_for_cudnn_cmake_and_memory(tmp_path: Path) -> None:
     from condapipe.buildspec.tables import pytorch_info
 
-    spec = spec_from_cli("libtorch", {"version": "2.9.0", "cuda": ("13.0",)})
+    spec = spec_from_flags("libtorch", {"version": "2.9.0", "cuda": ("13.0",)})
     report = run_doctor(spec, machine(tmp_path, meminfo=str(meminfo(tmp_path, 64 * 1024 * 1024))))
     checks = {f.check: f for f in report.findings}
     assert "cudnn" in checks and "needs >= 3.18" in checks["cmake"].message
@@ -332,7 +332,7 @@ def test_a_jetson_build_on_an_x86_64_machine_blocks_and_says_to_build_on_the_boa
 
 
 def test_an_aarch64_machine_builds_linux_aarch64_natively(tmp_path: Path) -> None:
-    spec = spec_from_cli("cuda-smoke", {"cuda": ("13.0",), "arch": "8.7", "platform": "linux-aarch64"})
+    spec = spec_from_flags("cuda-smoke", {"cuda": ("13.0",), "arch": "8.7", "platform": "linux-aarch64"})
     aarch64 = Machine(**{**machine(tmp_path).__dict__, "arch": "aarch64"})
     report = run_doctor(spec, aarch64)
     assert [f.level for f in report.findings if f.check == "platform"] == ["ok"]

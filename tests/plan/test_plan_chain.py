@@ -16,7 +16,7 @@ import pytest
 from e2e_helpers import install, run_clean
 from plan_helpers import channel_problems
 
-from condapipe.buildspec.options import spec_from_cli
+from condapipe.buildspec.settings import spec_from_flags
 from condapipe.plan.build_plan import PlanOptions, make_family_plan, make_recipe_plan
 from condapipe.plan.runner import describe, run_plan
 
@@ -137,7 +137,7 @@ def magma_channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _pytorch_plan(tmp_path: Path, *channels: str):
-    spec = spec_from_cli("pytorch", {"version": "2.9.0", "cuda": ("13.0",), "python": ("3.12",)})
+    spec = spec_from_flags("pytorch", {"version": "2.9.0", "cuda": ("13.0",), "python": ("3.12",)})
     return make_family_plan(spec, options(tmp_path, *channels))
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from condapipe.buildspec.options import spec_from_cli
-from condapipe.cli.family_build import FamilyBuild, preflight
+from condapipe.buildspec.settings import spec_from_flags
+from condapipe.cli.family_build import preflight
 from condapipe.cli.main import main
 from condapipe.plan.build_plan import PlanOptions, family_jobs
 from condapipe.plan.steps import build_env
@@ -99,11 +99,11 @@ def test_a_toolkit_doctor_found_under_usr_local_is_put_first_on_the_builds_path(
     (toolkit / "bin").mkdir(parents=True)
     shutil.copy(STANDIN_NVCC, toolkit / "bin" / "nvcc")
     monkeypatch.setenv("CONDAPIPE_CUDA_ROOTS", str(tmp_path))
-    spec = spec_from_cli("cuda-smoke", {"cuda": ("11.0",), "arch": "8.0"})
-    request = FamilyBuild(spec, PlanOptions(output_dir=tmp_path / "ch", work_dir=tmp_path / "w"))
-    _, options = preflight(request)
-    assert dict(options.cuda_homes) == {"11.0": str(toolkit)}
-    (job,) = family_jobs(spec)
+    spec = spec_from_flags("cuda-smoke", {"cuda": ("11.0",), "arch": "8.0"})
+    checked = preflight(spec, work_dir=tmp_path / "w", engine="auto")
+    assert [v.toolkit_root for v in checked.spec.cuda_variants] == [str(toolkit)]
+    options = PlanOptions(output_dir=tmp_path / "ch", work_dir=tmp_path / "w", env=checked.env)
+    (job,) = family_jobs(checked.spec)
     env = build_env(job, options)
     assert env["CUDA_HOME"] == str(toolkit) and env["PATH"].startswith(f"{toolkit}/bin:")
     assert env["MAX_JOBS"].isdigit()
@@ -114,15 +114,15 @@ def test_several_pythons_share_a_compile_cache_in_the_work_dir(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("CONDAPIPE_COMPILE_CACHE", raising=False)
-    options = PlanOptions(output_dir=tmp_path / "ch", work_dir=tmp_path / "w")
-    two = spec_from_cli("pytorch", {"version": "2.4.1", "cuda": ("cpu",), "python": ("3.10", "3.11")})
-    _, chosen = preflight(FamilyBuild(two, options))
+    work = tmp_path / "w"
+    two = spec_from_flags("pytorch", {"version": "2.4.1", "cuda": ("cpu",), "python": ("3.10", "3.11")})
+    chosen = preflight(two, work_dir=work, engine="auto")
     assert dict(chosen.env)["CONDAPIPE_COMPILE_CACHE"] == str((tmp_path / "w" / "compile-cache").resolve())
 
-    one = spec_from_cli("pytorch", {"version": "2.4.1", "cuda": ("cpu",), "python": ("3.10",)})
-    _, chosen = preflight(FamilyBuild(one, options))
+    one = spec_from_flags("pytorch", {"version": "2.4.1", "cuda": ("cpu",), "python": ("3.10",)})
+    chosen = preflight(one, work_dir=work, engine="auto")
     assert "CONDAPIPE_COMPILE_CACHE" not in dict(chosen.env)
 
     monkeypatch.setenv("CONDAPIPE_COMPILE_CACHE", str(tmp_path / "mine"))
-    _, chosen = preflight(FamilyBuild(two, options))
+    chosen = preflight(two, work_dir=work, engine="auto")
     assert "CONDAPIPE_COMPILE_CACHE" not in dict(chosen.env)  # the user's own cache reaches the build as is

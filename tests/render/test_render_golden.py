@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from render_helpers import recipe_files, run_cli
 
-from condapipe.buildspec.options import spec_from_cli
+from condapipe.buildspec.settings import spec_from_flags
 from condapipe.errors import UsageError
 from condapipe.render.recipe_dir import render_recipe
 
@@ -122,7 +122,7 @@ def test_rerender_into_previous_render_replaces_it_identically(tmp_path: Path) -
 
 def test_magma_without_known_sha256_is_refused(tmp_path: Path) -> None:
     """A tarball source without a checksum is never rendered: one-line UsageError, nothing written."""
-    spec = spec_from_cli("magma", {"cuda": ("11.0",)})
+    spec = spec_from_flags("magma", {"cuda": ("11.0",)})
     unverified = dataclasses.replace(spec, source=dataclasses.replace(spec.source, sha256=None))
     out = tmp_path / "out"
     with pytest.raises(UsageError, match="no sha256 known") as caught:

@@ -1,29 +1,29 @@
-"""spec: flags, config file and data tables -> one validated, fully resolved BuildSpec.
+"""buildspec: config file, environment, flags and data tables -> one frozen Settings per command and
+one validated, fully resolved BuildSpec.
 
-Entry points: `build_spec` (settings -> BuildSpec), the click flags (`spec_options`,
-`spec_from_cli`, `resolve_package`), the config file (`load_config`, `upload_settings`), arch lists
-(`ArchList`, `parse_arch_list`) and the family rules (`known_packages`, `family_rules`).
+Entry points: `resolve_settings` (the cascade: defaults → config file → environment → flags) with
+`Settings`, `build_spec` / `spec_from_settings` (settings -> BuildSpec), arch lists (`ArchList`,
+`parse_arch_list`) and the family rules (`known_packages`, `family_rules`). Flags themselves are
+the CLI's (condapipe.cli.flags): nothing here parses a command line or prints.
 """
 
 from condapipe.buildspec.arch import ArchList, parse_arch_list
 from condapipe.buildspec.build_spec import BuildSpec, Source, build_spec
-from condapipe.buildspec.config_file import load_config, upload_settings
 from condapipe.buildspec.families import family_rules, known_packages
-from condapipe.buildspec.options import resolve_package, spec_from_cli, spec_options
+from condapipe.buildspec.settings import Settings, resolve_settings, spec_from_flags, spec_from_settings
 from condapipe.buildspec.variant import CudaVariant
 
 __all__ = [
     "ArchList",
     "BuildSpec",
     "CudaVariant",
+    "Settings",
     "Source",
     "build_spec",
     "family_rules",
     "known_packages",
-    "load_config",
     "parse_arch_list",
-    "resolve_package",
-    "spec_from_cli",
-    "spec_options",
-    "upload_settings",
+    "resolve_settings",
+    "spec_from_flags",
+    "spec_from_settings",
 ]

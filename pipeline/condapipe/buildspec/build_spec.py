@@ -4,7 +4,7 @@ Everything downstream (render, engines, fix, verify, plan) reads a BuildSpec and
 else from the user, so all validation of user input happens while building one.
 
 `build_spec(package, settings)` turns already-merged settings (config file overridden by CLI
-flags, see condapipe.buildspec.options) into a BuildSpec, using the data tables for defaults.
+flags, see condapipe.buildspec.settings) into a BuildSpec, using the data tables for defaults.
 What each package family requires is data too (data/spec_families.yaml, read by
 condapipe.buildspec.families, the one family registry); every CUDA fact of a variant is decided in
 condapipe.buildspec.variant, so nothing downstream reads the CUDA table.
@@ -17,7 +17,9 @@ upstream magma versions in cuda.yaml (e.g. 11.0 -> 2.5.2, 11.8 -> 2.6.1) without
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,6 +91,17 @@ class BuildSpec:
     @property
     def cudas(self) -> tuple[str, ...]:
         return tuple(v.cuda for v in self.cuda_variants)
+
+    def with_toolkit_roots(self, roots: Mapping[str, str]) -> BuildSpec:
+        """The same spec with each CUDA's toolkit root on this machine (doctor's switch to a
+        /usr/local/cuda-X.Y), carried by its resolved variant."""
+        if not roots:
+            return self
+        variants = tuple(
+            dataclasses.replace(v, toolkit_root=roots[v.cuda]) if v.cuda in roots else v
+            for v in self.cuda_variants
+        )
+        return dataclasses.replace(self, cuda_variants=variants)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -13,7 +13,7 @@ and `recorded_promise` reads it back for verify.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from condapipe.buildspec import tables
@@ -54,6 +54,9 @@ class CudaVariant:
     run_constraint: str | None = None  # e.g. "cuda-version >=12.8,<12.9"
     max_gcc: int | None = None  # newest gcc this CUDA's nvcc accepts
     link_overflow_warning: str | None = None  # the 2 GB link risk, when the split cannot avoid it
+    # Where this machine's toolkit for this CUDA is, when doctor found one to switch to
+    # (/usr/local/cuda-X.Y): a machine fact, so not part of to_dict (no recipe or step input).
+    toolkit_root: str | None = field(default=None, compare=False)
 
     @property
     def is_cpu(self) -> bool:

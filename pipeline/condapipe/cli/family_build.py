@@ -6,15 +6,16 @@ other front ends run exactly the same sequence.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from condapipe.buildspec.build_spec import BuildSpec
+from condapipe.buildspec.compile_cache import COMPILE_CACHE_ENV, decide_compile_cache
 from condapipe.cli.output import console, err_console, print_json
 from condapipe.doctor import DoctorReport, Machine, run_doctor
 from condapipe.errors import CondapipeError
@@ -36,47 +37,51 @@ from condapipe.render.families._common import family_data
 
 @dataclass(frozen=True)
 class FamilyBuild:
-    """Everything `build <family>` was asked, after argument parsing."""
+    """Everything `build <family>` was asked, after argument parsing and preflight."""
 
-    spec: BuildSpec
+    spec: BuildSpec  # with the toolkit roots doctor found
     options: PlanOptions
+    doctor: DoctorReport
     force: bool = False  # build despite blocking doctor findings
     dry_run: bool = False
     as_json: bool = False
     variant: str | None = None  # --variant ID: build only that variant of the plan
 
 
-def preflight(request: FamilyBuild) -> tuple[DoctorReport, PlanOptions]:
-    """Doctor for the spec; its build env (MAX_JOBS, ...) and toolkit switches go into the options."""
-    report = run_doctor(
-        request.spec, Machine.from_environ(request.options.work_dir), engine=request.options.engine
-    )
-    env = dict(request.options.env)
+@dataclass(frozen=True)
+class Preflight:
+    """What doctor found, and what it adds to the build: the toolkit switch and build environment."""
+
+    doctor: DoctorReport
+    spec: BuildSpec  # the spec with the toolkit roots doctor found
+    env: tuple[tuple[str, str], ...]  # the build environment: compile cache, then MAX_JOBS etc.
+
+
+def _recipe_takes_compile_cache(package: str) -> bool:
+    facts = resources.files("condapipe.recipes").joinpath(package, "family.yaml")
+    return facts.is_file() and COMPILE_CACHE_ENV in (family_data(package).get("passthrough") or ())
+
+
+def preflight(
+    spec: BuildSpec, *, work_dir: Path, engine: str, env: Mapping[str, str] | None = None
+) -> Preflight:
+    """Doctor for the spec; its build env (MAX_JOBS, ...) and toolkit switch, and the compile cache
+    several Pythons share (condapipe.buildspec.compile_cache decides), for the one PlanOptions."""
+    report = run_doctor(spec, Machine.from_environ(work_dir), engine=engine)
+    merged = dict(env or {})
     for key, value in report.build_env:
-        env.setdefault(key, value)
-    env.update(_compile_cache_env(request.spec, request.options.work_dir, env))
-    options = dataclasses.replace(
-        request.options,
-        env=tuple(sorted(env.items())),
-        cuda_homes=report.cuda_homes or request.options.cuda_homes,
-    )
-    return report, options
-
-
-COMPILE_CACHE_ENV = "CONDAPIPE_COMPILE_CACHE"
-
-
-def _compile_cache_env(spec: BuildSpec, work_dir: Path, env: dict[str, str]) -> dict[str, str]:
-    """Several Pythons of a family whose build.sh can share a compile cache: turn the cache on
-    (under the work dir) so the C++ core is compiled once, unless the user chose a cache already."""
-    if len(spec.pythons) < 2 or COMPILE_CACHE_ENV in env or COMPILE_CACHE_ENV in os.environ:
-        return {}
-    if shutil.which("ccache") is None:
-        return {}
-    facts = resources.files("condapipe.recipes").joinpath(spec.package, "family.yaml")
-    if not facts.is_file() or COMPILE_CACHE_ENV not in (family_data(spec.package).get("passthrough") or ()):
-        return {}
-    return {COMPILE_CACHE_ENV: str((work_dir / "compile-cache").resolve())}
+        merged.setdefault(key, value)
+    if COMPILE_CACHE_ENV not in merged:
+        shared, _ = decide_compile_cache(
+            None,
+            environ=os.environ,
+            pythons=len(spec.pythons),
+            work_dir=work_dir,
+            recipe_passes_it=_recipe_takes_compile_cache(spec.package),
+            ccache_found=shutil.which("ccache") is not None,
+        )
+        merged.update(shared.env if shared else ())
+    return Preflight(report, spec.with_toolkit_roots(dict(report.cuda_homes)), tuple(sorted(merged.items())))
 
 
 def _print_plan(plan: Plan, rows: list[dict[str, Any]]) -> None:
@@ -97,7 +102,7 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
 
     Raises what the failing step raised; a dry run raises the preflight's EnvironmentProblem (exit 3)
     after printing the plan with its steps marked "stop", as the real run would stop there."""
-    doctor, options = preflight(request)
+    doctor, options = request.doctor, request.options
     for finding in doctor.findings:
         if finding.level in ("warn", "block"):
             err_console.print(

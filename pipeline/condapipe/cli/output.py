@@ -55,7 +55,7 @@ def json_printed(ctx: click.Context) -> bool:
     return bool(ctx.meta.get(_JSON_PRINTED))
 
 
-# The conventions of DESIGN.md's CLI surface, shared so every command means the same folders.
+# The conventions of the CLI surface (docs/design.md), shared so every command means the same folders.
 DEFAULT_OUTPUT_DIR = Path("channel")
 DEFAULT_WORK_DIR = Path(".condapipe")
 

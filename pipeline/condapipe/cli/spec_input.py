@@ -7,13 +7,12 @@ then the defaults from the tables and this machine, each choice and spec warning
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
 from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.buildspec.defaults import Choice
-from condapipe.buildspec.options import spec_with_defaults
+from condapipe.buildspec.settings import Settings, spec_with_defaults
 from condapipe.cli.output import DEFAULT_WORK_DIR, err_console
 from condapipe.doctor import Machine, find_toolkits
 
@@ -26,12 +25,12 @@ def typed_command(package: str) -> str:
 
 
 def machine_spec(
-    package: str, params: dict[str, Any], *, work_dir: Path = DEFAULT_WORK_DIR, quiet: bool = False
+    settings: Settings, *, work_dir: Path = DEFAULT_WORK_DIR, quiet: bool = False
 ) -> tuple[BuildSpec, tuple[Choice, ...]]:
     """The BuildSpec with defaults filled in; prints "chose …" and "warning: …" lines to stderr."""
+    package = settings.require_package()
     spec, choices = spec_with_defaults(
-        package,
-        params,
+        settings,
         toolkits=lambda: find_toolkits(Machine.from_environ(work_dir)),
         command=typed_command(package),
     )
@@ -40,9 +39,14 @@ def machine_spec(
     return spec, choices
 
 
+def echo_spec_warnings(spec: BuildSpec) -> None:
+    """The spec's warnings on stderr, one unwrapped line each ("warning: ...")."""
+    for warning in spec.warnings:
+        err_console.print(f"warning: {warning}", soft_wrap=True, markup=False, highlight=False)
+
+
 def echo_choices(spec: BuildSpec, choices: tuple[Choice, ...]) -> None:
     """One unwrapped stderr line per default chosen, then one per spec warning."""
     for choice in choices:
         err_console.print(choice.line(spec.package), soft_wrap=True, markup=False, highlight=False)
-    for warning in spec.warnings:
-        err_console.print(f"warning: {warning}", soft_wrap=True, markup=False, highlight=False)
+    echo_spec_warnings(spec)

@@ -6,7 +6,9 @@ includes the source of every condapipe module their entry module reaches — fol
 `import` statements of each file (read with ast, nothing is imported; imports inside functions
 count, and so does each package's `__init__.py`, which runs first) — plus the data folders that
 code reads. A package that loads its own submodules by name (`importlib.import_module`, e.g.
-render's families) reaches all of them.
+render's families) reaches all of them. Of the data tables, a step takes the ones its reached
+code names (a string constant equal to a file name in condapipe/data, e.g. "cuda.yaml"): editing
+the doctor's table or a flag's help text re-runs no render, fix or verify.
 """
 
 from __future__ import annotations
@@ -27,12 +29,13 @@ ENTRY_MODULES: dict[str, tuple[str, ...]] = {
     "fix": ("condapipe.fix.fixer",),
     "verify": ("condapipe.verify.verifier",),
 }
-# step kind -> resource packages read at run time. All YAML tables live in condapipe.data, so
-# every kind takes all of it (simple and safe); render also reads the templates and patches.
+# step kind -> resource packages read whole at run time (render reads the family profiles,
+# templates and patches); the tables in condapipe.data are taken per file, see _tables_named.
+DATA_PACKAGE = "condapipe.data"
 RESOURCES: dict[str, tuple[str, ...]] = {
-    "render": ("condapipe.data", "condapipe.recipes", "condapipe.patches"),
-    "fix": ("condapipe.data",),
-    "verify": ("condapipe.data",),
+    "render": ("condapipe.recipes", "condapipe.patches"),
+    "fix": (),
+    "verify": (),
 }
 
 
@@ -126,13 +129,35 @@ def _resource_dir(package: str, root: Path) -> Path:
     return inside if inside.is_dir() else Path(str(resources.files(package)))
 
 
+@cache
+def _string_constants(source: str) -> frozenset[str]:
+    return frozenset(
+        node.value
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    )
+
+
+def tables_named(modules: dict[str, Path], root: Path = PACKAGE_DIR) -> list[Path]:
+    """The data tables (files of condapipe/data) that the source of `modules` names."""
+    data_dir = _resource_dir(DATA_PACKAGE, root)
+    tables = {p.name: p for p in data_dir.iterdir() if p.is_file() and not p.name.startswith((".", "_"))}
+    named: set[str] = set()
+    for path in modules.values():
+        named |= _string_constants(path.read_text(encoding="utf-8")) & tables.keys()
+    return [tables[name] for name in sorted(named)]
+
+
 def code_digest(kind: str, root: Path = PACKAGE_DIR) -> str:
     """Digest of the code and data a step kind runs (see the module docstring); "" for other kinds."""
     if kind not in ENTRY_MODULES:
         return ""
     digest = hashlib.sha256()
-    for module, path in sorted(reached_modules(ENTRY_MODULES[kind], root).items()):
+    modules = reached_modules(ENTRY_MODULES[kind], root)
+    for module, path in sorted(modules.items()):
         digest.update(f"{module}={hashlib.sha256(path.read_bytes()).hexdigest()};".encode())
+    for table in tables_named(modules, root):
+        digest.update(f"data/{table.name}={hashlib.sha256(table.read_bytes()).hexdigest()};".encode())
     for package in RESOURCES[kind]:
         digest.update(f"{package}={tree_digest(_resource_dir(package, root))};".encode())
     return digest.hexdigest()

@@ -25,7 +25,6 @@ class PlanOptions:
     compression_level: int | None = None
     run_tests: bool = True
     override_channels: bool = False
-    cuda_homes: tuple[tuple[str, str], ...] = ()  # CUDA version -> toolkit root (doctor's switch)
     # Environment for the build tools (MAX_JOBS from doctor, ...). Not hashed: a machine with
     # more RAM must not rebuild what it already built.
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)

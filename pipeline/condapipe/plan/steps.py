@@ -94,8 +94,7 @@ def build_env(job: Job, options: PlanOptions) -> dict[str, str]:
     env = dict(job.spec.extra_env) if job.spec else {}
     for key, value in options.env:
         env.setdefault(key, value)
-    cuda = job.spec.cuda_variants[0].cuda if job.spec and job.spec.cuda_variants else None
-    home = dict(options.cuda_homes).get(cuda or "")
+    home = job.spec.cuda_variants[0].toolkit_root if job.spec and job.spec.cuda_variants else None
     if home:  # doctor found /usr/local/cuda-X.Y for a CUDA other than the nvcc on PATH
         env["CUDA_HOME"] = home
         env["PATH"] = f"{home}/bin{os.pathsep}{os.environ.get('PATH', '')}"

@@ -40,10 +40,10 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from condapipe.errors import CondapipeError, EnvironmentProblem, UsageError
 from condapipe.hashing import hash_file
@@ -170,13 +170,6 @@ def not_attempted(info: PackageInfo, target: str, status: Status, detail: str) -
 # Site URL and token
 
 
-def configured_upload_settings(config: Path | None = None) -> dict:
-    """The [upload] table of condapipe.toml / pyproject [tool.condapipe] (config_file's loader)."""
-    from condapipe.buildspec.config_file import upload_settings
-
-    return upload_settings(config)
-
-
 def anaconda_client_site_url() -> str | None:
     """The `url` anaconda-client is configured with (`anaconda config --set url ...`), if any."""
     from binstar_client.utils.config import get_config
@@ -188,9 +181,10 @@ def anaconda_client_site_url() -> str | None:
     return url if isinstance(url, str) and url else None
 
 
-def resolve_site_url(flag: str | None, config: Path | None = None) -> str:
-    """--site-url, then upload.site_url in the config file, then anaconda-client's url, then anaconda.org."""
-    configured = configured_upload_settings(config).get("site_url")
+def resolve_site_url(flag: str | None, configured_upload: Mapping[str, Any]) -> str:
+    """--site-url, then upload.site_url of the config file (the command's Settings.upload), then
+    anaconda-client's url, then anaconda.org."""
+    configured = configured_upload.get("site_url")
     if configured is not None and not isinstance(configured, str):
         raise UsageError("upload.site_url in the config file must be a string")
     url = flag or configured or anaconda_client_site_url() or DEFAULT_SITE_URL

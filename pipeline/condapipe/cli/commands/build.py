@@ -9,14 +9,14 @@ never holds an unverified package. Packages land in --output-dir, which is kept 
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from pathlib import Path
 from typing import Any
 
 import click
 
-from condapipe.buildspec.options import cli_settings, spec_options
+from condapipe.buildspec.settings import Settings, flag_settings
+from condapipe.cli.flags import settings_from_flags, spec_options
 from condapipe.cli.output import (
     dry_run_option,
     echo_lines,
@@ -63,21 +63,22 @@ def _tool_channel(work_dir: Path, dry_run: bool) -> str:
     return str(channel)
 
 
-def _compile_cache_env(
-    target: str, value: str | None, spec_params: dict[str, Any]
-) -> tuple[tuple[str, str], ...]:
+def _explicit_compile_cache(settings: Settings) -> tuple[tuple[str, str], ...]:
     """--compile-cache (else the config file's compile_cache) as build environment; () for none."""
-    from condapipe.buildspec.compile_cache import resolve_compile_cache
-    from condapipe.buildspec.options import merged_settings
+    from condapipe.buildspec.compile_cache import decide_compile_cache
     from condapipe.cli.output import err_console
 
-    if value is None:
-        value = merged_settings(target, spec_params)[0].get("compile_cache")
-    if not value:
-        return ()
-    cache = resolve_compile_cache(value, os.environ)
-    err_console.print(f"compile cache: {cache.display}", soft_wrap=True, markup=False, highlight=False)
-    return cache.env
+    cache, line = decide_compile_cache(
+        settings.compile_cache,
+        environ=os.environ,
+        pythons=0,
+        work_dir=Path.cwd(),
+        recipe_passes_it=False,
+        ccache_found=False,
+    )
+    if line:
+        err_console.print(line, soft_wrap=True, markup=False, highlight=False)
+    return cache.env if cache else ()
 
 
 @click.command("build")
@@ -148,35 +149,47 @@ def command(
                 f"{package_format} are {low}-{high}"
             )
     recipe_dir = _recipe_dir_target(target)
-    cache_env = _compile_cache_env(target, compile_cache, spec_params)
+    settings = settings_from_flags(target, spec_params, compile_cache=compile_cache)  # once per command
+    cache_env = _explicit_compile_cache(settings)
     if build_tools == "wheels":
         channels = (*channels, _tool_channel(work_dir, dry_run))
     from condapipe.plan import PlanOptions
 
-    # Families and recipe directories run the same plan: build -> fix -> verify -> test -> publish.
-    plan_options = PlanOptions(
-        output_dir=output_dir.absolute(),
-        work_dir=work_dir.absolute(),
-        engine=engine,
-        channels=channels,
-        override_channels=override_channels,
-        package_format=package_format,
-        compression_level=compression_level,
-        run_tests=not no_test,
-        env=cache_env,
-        echo=echo_lines(),
-    )
+    def plan_options(env: dict[str, str]) -> PlanOptions:
+        """Families and recipe directories run the same plan: build -> fix -> verify -> test -> publish."""
+        return PlanOptions(
+            output_dir=output_dir.absolute(),
+            work_dir=work_dir.absolute(),
+            engine=engine,
+            channels=channels,
+            override_channels=override_channels,
+            package_format=package_format,
+            compression_level=compression_level,
+            run_tests=not no_test,
+            env=tuple(sorted(env.items())),
+            echo=echo_lines(),
+        )
+
     if recipe_dir is None:  # a package family: doctor, then the resumable plan (condapipe.cli.family_build)
-        from condapipe.cli.family_build import FamilyBuild, build_family
+        from condapipe.cli.family_build import FamilyBuild, build_family, preflight
         from condapipe.cli.spec_input import machine_spec
 
-        spec, _ = machine_spec(target, spec_params, work_dir=work_dir)
+        spec, _ = machine_spec(settings, work_dir=work_dir)
         if variant is not None:  # an unknown ID is refused before doctor runs
             from condapipe.plan.build_plan import family_jobs, select_variant
 
             select_variant(family_jobs(spec), variant)
+        checked = preflight(spec, work_dir=work_dir.absolute(), engine=engine, env=dict(cache_env))
         build_family(
-            FamilyBuild(spec, plan_options, force=force, dry_run=dry_run, as_json=as_json, variant=variant)
+            FamilyBuild(
+                checked.spec,
+                plan_options(dict(checked.env)),
+                checked.doctor,
+                force=force,
+                dry_run=dry_run,
+                as_json=as_json,
+                variant=variant,
+            )
         )
         return
     if variant is not None:
@@ -188,12 +201,11 @@ def command(
     from condapipe.cli.recipe_build import RecipeBuild, build_recipe_dir
 
     # A family's --env goes into its recipe; a recipe directory gets it as build environment.
-    env = {**dict(cache_env), **cli_settings(spec_params).get("env", {})}
-    plan_options = dataclasses.replace(plan_options, env=tuple(sorted(env.items())))
+    env = {**dict(cache_env), **flag_settings(spec_params).get("env", {})}
     request = RecipeBuild(
         target,
         recipe_dir,
-        plan_options,
+        plan_options(env),
         pythons=tuple(spec_params.get("python") or ()),
         platform=spec_params.get("platform") or None,
         dry_run=dry_run,

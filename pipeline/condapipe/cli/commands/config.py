@@ -10,8 +10,7 @@ import click
 from rich.table import Table
 
 from condapipe.buildspec.build_spec import BuildSpec, family_rules
-from condapipe.buildspec.config_file import load_config
-from condapipe.buildspec.options import config_path, resolve_package, spec_options
+from condapipe.cli.flags import settings_from_flags, spec_options
 from condapipe.cli.output import console, json_option, print_json
 from condapipe.cli.spec_input import echo_choices, machine_spec
 
@@ -27,15 +26,15 @@ def command() -> None:
 @json_option
 def show(package: str | None, as_json: bool, **params: object) -> None:
     """Print the resolved build spec for PACKAGE (default: `package` from the config file)."""
-    name = resolve_package(package, params)
-    spec, choices = machine_spec(name, params, quiet=True)
-    config = load_config(config_path(params))
-    path = config.get("_path")
+    settings = settings_from_flags(package, params)
+    spec, choices = machine_spec(settings, quiet=True)
+    path = settings.config_file
     if as_json:
         print_json(
             {
                 "config_file": str(path) if path else None,
-                "upload": config.get("upload", {}),
+                "upload": settings.to_dict()["upload"],
+                "settings": settings.to_dict(),
                 "spec": spec.to_dict(),
                 "chosen": [c.to_dict() for c in choices],
             }

@@ -16,9 +16,8 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from condapipe.buildspec.config_file import load_config
 from condapipe.buildspec.defaults import newest_upstream_cuda
-from condapipe.buildspec.options import config_path, spec_options
+from condapipe.cli.flags import settings_from_flags, spec_options
 from condapipe.cli.output import console, err_console, json_option, print_json, work_dir_option
 from condapipe.cli.spec_input import machine_spec
 from condapipe.doctor import DoctorReport, Machine, find_toolkits, run_doctor
@@ -52,19 +51,22 @@ def command(package: str | None, engine: str, work_dir: Path, as_json: bool, **p
     the defaults `condapipe build` would choose.
     """
     machine = Machine.from_environ(work_dir)
-    name = package or load_config(config_path(params)).get("package")
+    settings = settings_from_flags(package, params)
+    name = settings.package
     if not name:
         name = default_target()
+        extra: dict[str, Any] = {}
         if not params.get("cuda") and not find_toolkits(machine):
             # Nothing to infer a CUDA from: check for the newest one (the nvcc finding says what to install).
-            params = {**params, "cuda": (newest_upstream_cuda(),)}
+            extra["cuda"] = (newest_upstream_cuda(),)
         err_console.print(
             f"no package given: checking this machine for `condapipe build {name}` with its defaults",
             soft_wrap=True,
             markup=False,
             highlight=False,
         )
-    spec, choices = machine_spec(str(name), params, work_dir=work_dir)
+        settings = settings.for_package(name, **extra)
+    spec, choices = machine_spec(settings, work_dir=work_dir)
     report = run_doctor(spec, machine, engine=engine)
     if as_json:
         print_json(

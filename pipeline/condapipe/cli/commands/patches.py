@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from condapipe.buildspec.build_spec import PLATFORMS
+from condapipe.cli.flags import single_cuda_option
 from condapipe.cli.output import console, json_option, print_json
 from condapipe.errors import BuildFailed, UsageError
 from condapipe.render.patch_catalog import (
@@ -68,7 +69,7 @@ _for = click.option(
     metavar="PACKAGE[==VERSION]",
     help="Only what applies to this build, e.g. pytorch==1.13.0.",
 )
-_cuda = click.option("--cuda", default="cpu", show_default=True, help="CUDA version of the build, or cpu.")
+_cuda = single_cuda_option("cpu", "CUDA version of the build, or cpu.")
 _platform = click.option(
     "--platform", type=click.Choice(PLATFORMS), default="linux-64", show_default=True, help="Target platform."
 )

@@ -14,20 +14,21 @@ from typing import Any
 import click
 
 from condapipe import __version__
-from condapipe.buildspec.options import PARAM_KEYS, merged_settings, spec_options
+from condapipe.buildspec.settings import SPEC_FLAG_KEYS, Settings
+from condapipe.cli.flags import settings_from_flags, spec_options
 from condapipe.cli.output import console, json_option, print_json
 from condapipe.engines import ENGINE_NAMES
 from condapipe.errors import UsageError
 
 
-def _spec_flags(package: str, params: dict[str, Any], choices: tuple[Any, ...]) -> tuple[str, ...]:
+def _spec_flags(settings: Settings, choices: tuple[Any, ...]) -> tuple[str, ...]:
     """The spec as flags: config file and command line merged, plus the defaults chosen here."""
-    settings = {k: v for k, v in merged_settings(package, params)[0].items() if k in PARAM_KEYS.values()}
+    spec = {k: v for k, v in settings.spec_dict().items() if k in SPEC_FLAG_KEYS}
     for choice in choices:
-        settings[choice.key] = [choice.value] if choice.key in ("cuda", "python") else choice.value
+        spec[choice.key] = [choice.value] if choice.key in ("cuda", "python") else choice.value
     flags: list[str] = []
-    for key in PARAM_KEYS.values():  # a fixed order: the same spec gives the same workflow
-        value = settings.get(key)
+    for key in SPEC_FLAG_KEYS:  # a fixed order: the same spec gives the same workflow
+        value = spec.get(key)
         if value is None or value in ((), [], ""):
             continue
         flag = "--" + key.replace("_", "-")
@@ -117,7 +118,8 @@ def command(
 
     if output is not None and emit is None:
         raise UsageError("-o/--output writes a workflow: add --emit github-actions or --emit json")
-    spec, choices = machine_spec(package, spec_params)
+    settings = settings_from_flags(package, spec_params)
+    spec, choices = machine_spec(settings)
     options = PlanOptions(
         output_dir=DEFAULT_OUTPUT_DIR.absolute(),
         work_dir=DEFAULT_WORK_DIR.absolute(),
@@ -139,7 +141,7 @@ def command(
     build_flags += ["--compile-cache", compile_cache] if compile_cache else []
     request = CiRequest(
         package=spec.package,
-        spec_flags=_spec_flags(package, spec_params, choices),
+        spec_flags=_spec_flags(settings, choices),
         build_flags=tuple(build_flags),
         runs_on=runs_on,
         python=runner_python,

@@ -7,8 +7,10 @@ from typing import Any
 
 import click
 
-from condapipe.buildspec.options import echo_spec_warnings, resolve_package, spec_from_cli, spec_options
+from condapipe.buildspec.settings import spec_from_settings
+from condapipe.cli.flags import settings_from_flags, spec_options
 from condapipe.cli.output import console, dry_run_option, json_option, print_json
+from condapipe.cli.spec_input import echo_spec_warnings
 from condapipe.errors import UsageError
 from condapipe.render.recipe_dir import build_model, check_target, plan_files, render_model
 
@@ -29,7 +31,7 @@ def command(
     """
     if not out_dir:
         raise UsageError("render needs -o DIR: the recipe directory to write")
-    spec = spec_from_cli(resolve_package(package, params), params)
+    spec = spec_from_settings(settings_from_flags(package, params))
     model = build_model(spec)
     target = Path(out_dir)
     if dry_run:

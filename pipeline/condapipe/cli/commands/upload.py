@@ -30,7 +30,6 @@ from condapipe.publish.upload import (
     Mode,
     RetryPolicy,
     collect_packages,
-    configured_upload_settings,
     resolve_site_url,
     upload_to_anaconda,
     upload_to_directory,
@@ -202,8 +201,11 @@ def command(
     refused unless --force. One file's failure does not stop the others; the exit code is 1 if
     any file failed.
     """
+    from condapipe.cli.flags import settings_from_flags
+
+    settings = settings_from_flags(None, {"config": config})  # the config file, read once
     if owner is None and to is None:
-        configured = configured_upload_settings(config).get("channel")
+        configured = settings.upload.get("channel")
         owner = configured if isinstance(configured, str) and configured else None
     if (owner is None) == (to is None):
         raise UsageError(
@@ -227,7 +229,7 @@ def command(
     token: Token | None = None
     site = ""
     if owner is not None:
-        site = resolve_site_url(site_url, config)
+        site = resolve_site_url(site_url, settings.upload)
         token = None if dry_run else resolve_token(site, token_file)  # a dry run is an offline preview
     index = None
     with _logging(work_dir, debug, token, dry_run) as log_path:

@@ -8,6 +8,7 @@ import click
 from rich.markup import escape
 
 from condapipe.buildspec.arch import ArchList, parse_arch_list
+from condapipe.cli.flags import single_cuda_option
 from condapipe.cli.output import console, err_console, json_option, print_json
 from condapipe.errors import BuildFailed
 from condapipe.verify.verifier import VerifyReport, verify_package
@@ -22,10 +23,9 @@ from condapipe.verify.verifier import VerifyReport, verify_package
     help='CUDA archs the package must hold, e.g. "8.0;9.0+PTX": missing ones are errors '
     "(default: the list the package records, if any).",
 )
-@click.option(
-    "--cuda",
-    metavar="VERSION",
-    help="CUDA version the package targets: checks --arch against it, or supplies the default arch "
+@single_cuda_option(
+    None,
+    "CUDA version the package targets: checks --arch against it, or supplies the default arch "
     "list of the package's family (magma's for magma-cuda*) when the package records none.",
 )
 @click.option(

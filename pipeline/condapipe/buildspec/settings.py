@@ -1,0 +1,189 @@
+"""One command's settings, resolved once: defaults → config file → environment → flags.
+
+Like cibuildwheel's options cascade, each layer overrides the one before it, and the result is a
+frozen object the command passes down: the config file is read once per command, nothing below
+the CLI looks at flags, files or the environment for a setting again, and `config show` prints
+exactly what a build would use. Flags arrive as a plain mapping (the CLI's own parsing); values are
+validated later by condapipe.buildspec.build_spec, so a mistake is a one-line UsageError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from condapipe.buildspec.build_spec import BuildSpec, build_spec, check_forms
+from condapipe.buildspec.compile_cache import COMPILE_CACHE_ENV
+from condapipe.buildspec.config_file import load_config, spec_settings
+from condapipe.buildspec.defaults import Choice, FoundToolkit, fill_defaults
+from condapipe.errors import UsageError
+
+# The spec keys a command line can set (flag name with dashes -> this key).
+SPEC_FLAG_KEYS = (
+    "version",
+    "build_number",
+    "python",
+    "cuda",
+    "cudnn",
+    "arch",
+    "platform",
+    "blas",
+    "source",
+    "env",
+    "jetson",
+)
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: _frozen(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def _thawed(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _thawed(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_thawed(v) for v in value]
+    return value
+
+
+def parse_env_pairs(pairs: Sequence[str]) -> dict[str, str]:
+    """`--env NAME=VALUE` pairs as a dict; a pair without `=` or a name is a UsageError."""
+    env: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--env expects NAME=VALUE, not {pair!r}")
+        env[name] = value
+    return env
+
+
+def flag_settings(flags: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec keys the user gave as flags (absent flags are left out, not None)."""
+    out: dict[str, Any] = {}
+    for key in SPEC_FLAG_KEYS:
+        value = flags.get(key)
+        if value is None or value == ():
+            continue
+        if key == "env":
+            out[key] = parse_env_pairs(tuple(value))
+        elif isinstance(value, tuple):
+            out[key] = list(value)
+        else:
+            out[key] = value
+    return out
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything one command was asked, after the cascade; frozen and passed down."""
+
+    package: str | None  # PACKAGE from the command line, else `package` from the config file
+    spec: Mapping[str, Any]  # the spec keys for `package`: config file, then flags
+    from_flags: frozenset[str]  # which spec keys came from flags (they win over table defaults)
+    config_file: Path | None
+    upload: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # [upload]
+    compile_cache: str | None = None  # --compile-cache, else the config file's compile_cache
+    user_compile_cache: str | None = None  # CONDAPIPE_COMPILE_CACHE from the environment
+
+    def require_package(self) -> str:
+        """The package to work on; a UsageError when neither the command line nor the file names one."""
+        if self.package:
+            return self.package
+        raise UsageError("no package given: name one (e.g. pytorch) or set `package` in condapipe.toml")
+
+    def spec_dict(self) -> dict[str, Any]:
+        """The spec keys as plain (mutable) Python values, for build_spec and workflow flags."""
+        return _thawed(self.spec)
+
+    def for_package(self, package: str, **flags: Any) -> Settings:
+        """The same cascade for another package (the config file's [packages.X] applies), with
+        `flags` added; the config file is not read again."""
+        merged = {**self._flags, **flags}
+        return resolve_settings(package, merged, config=self._config, environ=self._environ)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "package": self.package,
+            "config_file": str(self.config_file) if self.config_file else None,
+            "spec": self.spec_dict(),
+            "from_flags": sorted(self.from_flags),
+            "upload": _thawed(self.upload),
+            "compile_cache": self.compile_cache,
+            "user_compile_cache": self.user_compile_cache,
+        }
+
+    # what the cascade started from, kept so for_package re-resolves without reading the file again
+    _flags: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _config: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _environ: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+
+def resolve_settings(
+    package: str | None,
+    flags: Mapping[str, Any],
+    *,
+    environ: Mapping[str, str],
+    config_path: Path | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> Settings:
+    """The cascade for one command. `flags` maps spec keys (and `compile_cache`) to what the command
+    line gave; `config` is an already-read config file (else `config_path` or ./condapipe.toml is read)."""
+    if config is None:
+        config = load_config(config_path)
+    name = package or (str(config["package"]) if config.get("package") else None)
+    spec = spec_settings(dict(config), name) if name else {}
+    given = flag_settings(flags)
+    if "env" in given:
+        given["env"] = {**spec.get("env", {}), **given["env"]}
+    spec.update(given)
+    cache = flags.get("compile_cache") or spec.pop("compile_cache", None)
+    spec.pop("compile_cache", None)
+    path = config.get("_path")
+    return Settings(
+        package=name,
+        spec=_frozen(spec),
+        from_flags=frozenset(given),
+        config_file=Path(path) if path else None,
+        upload=_frozen(config.get("upload", {})),
+        compile_cache=str(cache) if cache else None,
+        user_compile_cache=environ.get(COMPILE_CACHE_ENV) or None,
+        _flags=MappingProxyType(dict(flags)),
+        _config=MappingProxyType(dict(config)),
+        _environ=MappingProxyType({k: environ[k] for k in (COMPILE_CACHE_ENV,) if k in environ}),
+    )
+
+
+def spec_from_settings(settings: Settings) -> BuildSpec:
+    """The BuildSpec of the settings' package, exactly as flags and config file give it (render)."""
+    return build_spec(settings.require_package(), settings.spec_dict(), from_cli=settings.from_flags)
+
+
+def spec_with_defaults(
+    settings: Settings,
+    *,
+    toolkits: Callable[[], Sequence[FoundToolkit]],
+    python: str | None = None,
+    command: str | None = None,
+) -> tuple[BuildSpec, tuple[Choice, ...]]:
+    """Like spec_from_settings, with what flags and config file leave open filled in from the tables
+    and the machine (condapipe.buildspec.defaults): the BuildSpec and the choices made."""
+    package = settings.require_package()
+    spec = settings.spec_dict()
+    check_forms(spec)  # a malformed value is refused, never replaced by a default
+    spec, choices = fill_defaults(package, spec, toolkits=toolkits, python=python, command=command)
+    return build_spec(package, spec, from_cli=settings.from_flags), choices
+
+
+def spec_from_flags(package: str, flags: Mapping[str, Any]) -> BuildSpec:
+    """The BuildSpec a command line gives (`config` in `flags`: the config file to read), for the
+    Python API and tests; the CLI resolves its Settings once instead."""
+    config = flags.get("config")
+    settings = resolve_settings(package, flags, environ={}, config_path=Path(config) if config else None)
+    return spec_from_settings(settings)
