@@ -138,11 +138,13 @@ def test_the_spec_stage_never_asks_render_which_families_exist() -> None:
     assert not {k: v for k, v in back.items() if v}
 
 
-def test_every_registered_family_has_a_render_module_and_every_module_is_registered() -> None:
+def test_every_registered_family_has_a_render_builder_and_every_builder_is_used() -> None:
+    from condapipe.buildspec.families import profiles
     from condapipe.render import families
 
-    modules = {m.name.replace("_", "-") for m in pkgutil.iter_modules(families.__path__) if m.name[0] != "_"}
-    assert modules == set(known_packages())
+    modules = {m.name for m in pkgutil.iter_modules(families.__path__) if m.name[0] != "_"}
+    # A family names its builder (`model`); `script` renders a family from its profile alone.
+    assert modules == {p.model for p in profiles()} | {"script"}
     for name in known_packages():
         assert callable(families.family_for(name).build_model)
         assert importlib.import_module(families.module_name(name)) is families.family_for(name)

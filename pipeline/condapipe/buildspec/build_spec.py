@@ -5,8 +5,8 @@ else from the user, so all validation of user input happens while building one.
 
 `build_spec(package, settings)` turns already-merged settings (config file overridden by CLI
 flags, see condapipe.buildspec.settings) into a BuildSpec, using the data tables for defaults.
-What each package family requires is data too (data/spec_families.yaml, read by
-condapipe.buildspec.families, the one family registry); every CUDA fact of a variant is decided in
+What each package family requires is data too (its profile, recipes/<family>/family.yaml, read
+by condapipe.buildspec.families, the one family registry); every CUDA fact of a variant is decided in
 condapipe.buildspec.variant, so nothing downstream reads the CUDA table.
 
 magma and several CUDAs: one recipe has one version, so when the CUDAs map to different

@@ -1,29 +1,45 @@
-"""The family registry: which package families exist and what spec validation requires of each.
+"""The family registry and profiles: which package families exist, and all that is known of each.
 
-One registry for every stage: a family exists when data/spec_families.yaml lists it or recipes/
-has a folder for it. The render stage looks its module up from the name
-(condapipe.render.families.<name>); nothing below render asks render which families exist.
+A family is one line of recipes/families.yaml (its profile folder under recipes/ and the render
+builder it uses) plus that folder's family.yaml, its profile: what spec validation requires
+(`spec:`), its `condapipe fix` rpath rules (`rpath:`), the families a plan builds before it
+(`prerequisites:`), its upload ranks (`upload_rank:`) and the facts its render builder reads (the
+rest of the file). Adding a family touches its folder and that one line; every stage reads families
+here, and nothing below render asks render which families exist.
+
+The profiles come from the installed condapipe.recipes, or from the folder given to
+`recipes_root(...)` (a folder laid out like recipes/: a family under development, a test's
+throwaway family).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
 from fnmatch import fnmatchcase
 from functools import cache
 from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from ruamel.yaml import YAML
 
+from condapipe.buildspec import tables
 from condapipe.errors import UsageError
 
-# recipes/ folders that hold shared templates, not a family
-_NOT_FAMILIES = ("common",)
+REGISTRY_FILE = "families.yaml"
+PROFILE_FILE = "family.yaml"
+# Every profile states each of these (an empty one as {} or []): nothing falls back silently.
+SECTIONS = ("spec", "rpath", "prerequisites", "upload_rank")
+RPATH_KEYS = ("extra_rpaths", "dirs", "vendor_dir")
 
 
 @dataclass(frozen=True)
 class FamilyRules:
-    """One entry of data/spec_families.yaml (merged over its `default`)."""
+    """What spec validation requires of a family: its profile's `spec:` over the registry defaults."""
 
     version: str
     python: str
@@ -38,10 +54,82 @@ class FamilyRules:
     package_names: tuple[str, ...]  # globs of the conda package names the family builds
 
 
-@cache
-def _family_table() -> dict[str, Any]:
-    text = resources.files("condapipe.data").joinpath("spec_families.yaml").read_text()
-    return YAML(typ="safe").load(text)
+SPEC_KEYS = tuple(f.name for f in fields(FamilyRules))
+
+
+@dataclass(frozen=True)
+class FamilyProfile:
+    """One family, as its registry line and profile folder describe it."""
+
+    name: str  # as users type it: "cuda-smoke"
+    folder: str  # its folder under recipes/
+    model: str  # the render builder: condapipe.render.families.<model>
+    path: Path  # the profile folder itself
+    rules: FamilyRules
+    rpath: Mapping[str, Any]  # extra_rpaths, dirs ({glob, rpath}), vendor_dir
+    prerequisites: tuple[str, ...]  # families a plan builds first, once per CUDA variant
+    upload_ranks: tuple[tuple[str, int], ...]  # (package-name glob, rank)
+    facts: Mapping[str, Any]  # the rest of family.yaml: what the render builder reads
+
+
+@dataclass(frozen=True)
+class Registry:
+    """recipes/families.yaml and the profiles it lists."""
+
+    root: Path
+    default_spec: Mapping[str, Any]
+    default_rpath: Mapping[str, Any]
+    profiles: Mapping[str, FamilyProfile]  # in registry order
+
+
+# ------------------------------------------------------------------ where the profiles come from
+
+_roots: list[Path] = []  # recipes_root() overrides, innermost last
+
+
+def recipes_dir() -> Path:
+    """The folder the registry and profiles are read from (the installed recipes/ by default)."""
+    return _roots[-1] if _roots else Path(str(resources.files("condapipe.recipes")))
+
+
+@contextmanager
+def recipes_root(root: Path) -> Iterator[Path]:
+    """Read the registry, the profiles and the templates from `root` (laid out like recipes/) while
+    the block runs, e.g. to render a family that is not installed."""
+    _roots.append(Path(root))
+    try:
+        yield Path(root)
+    finally:
+        _roots.pop()
+
+
+def registry() -> Registry:
+    """The registry of the current recipes folder."""
+    return load_registry(recipes_dir())
+
+
+# ------------------------------------------------------------------ reading
+
+
+def _yaml(path: Path) -> Any:
+    try:
+        return YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+
+
+def _mapping(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise UsageError(f"{where}: expected a mapping")
+    return dict(value)
+
+
+def _unknown_keys(given: Mapping[str, Any], known: tuple[str, ...], where: str) -> None:
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise UsageError(f"{where}: unknown keys {', '.join(unknown)}; valid: {', '.join(known)}")
 
 
 def _rules(name: str | None, raw: dict[str, Any]) -> FamilyRules:
@@ -61,29 +149,103 @@ def _rules(name: str | None, raw: dict[str, Any]) -> FamilyRules:
     )
 
 
-def known_packages() -> tuple[str, ...]:
-    """Every family, as users type it: listed in spec_families.yaml or a folder under recipes/."""
-    names = set(_family_table()["families"])
-    recipes = resources.files("condapipe.recipes")
-    names.update(
-        p.name
-        for p in recipes.iterdir()
-        if p.is_dir() and not p.name.startswith(("_", ".")) and p.name not in _NOT_FAMILIES
+def _profile(name: str, entry: Any, root: Path, defaults: Mapping[str, Any]) -> FamilyProfile:
+    where = f"{root / REGISTRY_FILE}: {name}"
+    entry = _mapping(entry, where)
+    _unknown_keys(entry, ("folder", "model"), where)
+    if not entry.get("folder") or not str(entry.get("model") or "").isidentifier():
+        raise UsageError(f"{where}: needs a folder and a model (a module name)")
+    folder = str(entry["folder"])
+    path = root / folder
+    file = path / PROFILE_FILE
+    raw = _mapping(_yaml(file), str(file))
+    missing = [s for s in SECTIONS if s not in raw]
+    if missing:
+        raise UsageError(f"{file}: no {', '.join(missing)} section (an empty one is {{}} or [])")
+    spec = _mapping(raw["spec"], f"{file}: spec")
+    _unknown_keys(spec, SPEC_KEYS, f"{file}: spec")
+    rpath = _mapping(raw["rpath"], f"{file}: rpath")
+    _unknown_keys(rpath, RPATH_KEYS, f"{file}: rpath")
+    ranks = []
+    for rank in raw["upload_rank"] or []:
+        if not isinstance(rank, dict) or "pattern" not in rank or "rank" not in rank:
+            raise UsageError(f"{file}: upload_rank entries are {{pattern, rank, why}}")
+        ranks.append((str(rank["pattern"]), int(rank["rank"])))
+    return FamilyProfile(
+        name=name,
+        folder=folder,
+        model=str(entry["model"]),
+        path=path,
+        rules=_rules(name, {**defaults["spec"], **spec}),
+        rpath=MappingProxyType({**defaults["rpath"], **rpath}),
+        prerequisites=tuple(str(p) for p in raw["prerequisites"] or ()),
+        upload_ranks=tuple(ranks),
+        facts=MappingProxyType({k: v for k, v in raw.items() if k not in SECTIONS}),
     )
-    return tuple(sorted(names))
+
+
+@cache
+def load_registry(root: Path) -> Registry:
+    """The registry in `root` (a folder laid out like recipes/) with every profile it lists.
+
+    Cached per folder; `load_registry.cache_clear()` after editing a profile in place."""
+    data = _mapping(_yaml(root / REGISTRY_FILE), str(root / REGISTRY_FILE))
+    defaults = _mapping(data.get("defaults"), f"{root / REGISTRY_FILE}: defaults")
+    profiles = {
+        str(name): _profile(str(name), entry, root, defaults)
+        for name, entry in _mapping(data.get("families"), f"{root / REGISTRY_FILE}: families").items()
+    }
+    for profile in profiles.values():
+        unknown = [p for p in profile.prerequisites if p not in profiles or p == profile.name]
+        if unknown:
+            raise UsageError(f"{profile.path / PROFILE_FILE}: prerequisites {unknown} are no other family")
+    return Registry(
+        root=root,
+        default_spec=MappingProxyType(defaults["spec"]),
+        default_rpath=MappingProxyType(defaults["rpath"]),
+        profiles=MappingProxyType(profiles),
+    )
+
+
+# ------------------------------------------------------------------ what the stages ask
+
+
+def known_packages() -> tuple[str, ...]:
+    """Every family, as users type it: the families of recipes/families.yaml."""
+    return tuple(sorted(registry().profiles))
+
+
+def profiles() -> tuple[FamilyProfile, ...]:
+    """Every family's profile, in registry order."""
+    return tuple(registry().profiles.values())
+
+
+def profile(package: str) -> FamilyProfile:
+    """The profile of ``package``; UsageError listing the known packages if it is no family."""
+    found = registry().profiles.get(package)
+    if found is None:
+        raise UsageError(f"unknown package {package!r}; choose one of {', '.join(known_packages())}")
+    return found
 
 
 def family_rules(package: str) -> FamilyRules:
     """Validation rules of ``package``; UsageError listing the known packages if unknown."""
-    if package not in known_packages():
-        raise UsageError(f"unknown package {package!r}; choose one of {', '.join(known_packages())}")
-    table = _family_table()
-    return _rules(package, {**table["default"], **table["families"].get(package, {})})
+    return profile(package).rules
 
 
 def default_rules() -> FamilyRules:
     """The rules of a package that is no known family (e.g. a verified package of a recipe dir)."""
-    return _rules(None, _family_table()["default"])
+    return _rules(None, dict(registry().default_spec))
+
+
+def default_rpath() -> Mapping[str, Any]:
+    """The rpath rules of a package that is no known family."""
+    return registry().default_rpath
+
+
+def family_facts(package: str) -> dict[str, Any]:
+    """The facts of ``package``'s profile its render builder reads (a copy: callers may change it)."""
+    return copy.deepcopy(dict(profile(package).facts))
 
 
 def family_of_package(name: str) -> str | None:
@@ -92,3 +254,14 @@ def family_of_package(name: str) -> str | None:
         if any(fnmatchcase(name, pattern) for pattern in family_rules(family).package_names):
             return family
     return None
+
+
+def cuda_table_package(family: str, cuda: str) -> tables.MagmaInfo | None:
+    """The package ``family`` builds for CUDA ``cuda`` when the CUDA table names it, else None.
+
+    A family versioned by the table (`version: magma`) builds one package per CUDA, named,
+    versioned and numbered by the table (magma-cuda118 2.6.1, build number 1).
+    """
+    if family_rules(family).version != "magma" or cuda == tables.CPU:
+        return None
+    return tables.cuda_info(cuda).magma

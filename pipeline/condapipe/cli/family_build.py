@@ -10,7 +10,6 @@ import os
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +57,7 @@ class Preflight:
 
 
 def _recipe_takes_compile_cache(package: str) -> bool:
-    facts = resources.files("condapipe.recipes").joinpath(package, "family.yaml")
-    return facts.is_file() and COMPILE_CACHE_ENV in (family_data(package).get("passthrough") or ())
+    return COMPILE_CACHE_ENV in (family_data(package).get("passthrough") or ())
 
 
 def preflight(

@@ -3,7 +3,8 @@
 conda-build's semantics (keep `$ORIGIN` entries, make in-prefix absolute entries relative,
 drop the rest, append the recipe's extra rpaths) plus per-directory rules per package
 family, e.g. pytorch/builder's `$ORIGIN:$ORIGIN/lib:$ORIGIN/../../..` for `torch/*.so`.
-The tables live in data/rpath_rules.yaml.
+Each family's rules are the `rpath:` section of its profile (condapipe.buildspec.families); what
+holds for every family lives in data/rpath_rules.yaml.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from importlib import resources
 
 from ruamel.yaml import YAML
 
+from condapipe.buildspec.families import default_rpath, known_packages, profile
 from condapipe.elf.rpath_entries import ORIGIN_PREFIXES, split_rpath
 from condapipe.errors import UsageError
 
@@ -74,19 +76,23 @@ def _data() -> dict:
 
 
 def families() -> tuple[str, ...]:
-    return tuple(_data()["families"])
+    """The names `rules_for` knows: "default" (a package of no family) and every family."""
+    return ("default", *known_packages())
 
 
 def rules_for(family: str | None) -> RpathRules:
-    """Rules of a package family; families without their own entry get `default`."""
-    data = _data()
-    table = data["families"].get(family or "default", data["families"]["default"])
+    """Rules of a package family (its profile's `rpath:`); a package of no family (None, "default",
+    a name outside the registry) gets the registry's default rules."""
+    if family is not None and family in known_packages():
+        table, name = profile(family).rpath, family
+    else:
+        table, name = default_rpath(), "default"
     return RpathRules(
-        family=family if family in data["families"] else "default",
+        family=name,
         extra_rpaths=tuple(table.get("extra_rpaths", [])),
         dirs=tuple(DirRule(d["glob"], tuple(d["rpath"])) for d in table.get("dirs", [])),
         vendor_dir=table.get("vendor_dir", "lib"),
-        keep_names=tuple(data.get("keep_names", [])),
+        keep_names=tuple(_data().get("keep_names", [])),
     )
 
 

@@ -1,7 +1,7 @@
 """The steps of a package build: render → build → fix → verify → test → publish, per variant.
 
-`make_family_plan` turns a BuildSpec into a Plan (prerequisites such as magma-cudaXY first, one
-chain of steps per CUDA × Python variant); `make_recipe_plan` does the same for recipe
+`make_family_plan` turns a BuildSpec into a Plan (the prerequisites its family profile names
+first, one chain of steps per CUDA × Python variant); `make_recipe_plan` does the same for recipe
 directories. Packages are built into the work directory, fixed, verified and tested there, and
 only then copied into the output channel (temporary name + rename, then re-index), so the
 channel never holds a partial or unverified package whatever moment the process dies.
@@ -15,8 +15,6 @@ import hashlib
 import json
 import subprocess
 from collections.abc import Sequence
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -24,19 +22,13 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from condapipe.buildspec.build_spec import BuildSpec, CudaVariant, Source
+from condapipe.buildspec.families import cuda_table_package, profile
 from condapipe.errors import UsageError
 from condapipe.plan import steps as act
 from condapipe.plan.code_inputs import code_digest, tree_digest
 from condapipe.plan.jobs import Job, PlanOptions
 from condapipe.plan.runner import Plan, Step
 from condapipe.plan.state import STATE_FILE, StateFile
-
-
-@cache
-def _plan_data() -> dict[str, Any]:
-    text = resources.files("condapipe.data").joinpath("plan.yaml").read_text(encoding="utf-8")
-    return YAML(typ="safe").load(text)
-
 
 # ---------------------------------------------------------------- fingerprints
 
@@ -82,24 +74,25 @@ def spec_inputs(spec: BuildSpec) -> dict[str, Any]:
 def prerequisite_spec(family: str, spec: BuildSpec, variant: CudaVariant) -> BuildSpec:
     """The spec of a prerequisite family for one CUDA variant of `spec`.
 
-    Validated like a user's `condapipe build magma --cuda X`, with the build number of the
-    package pytorch's own builds used (the variant's magma), so a rebuilt magma-cudaXY matches
-    upstream's.
+    Validated like a user's `condapipe build FAMILY --cuda X`. A family the CUDA table names a
+    package for takes that package's build number (the one `spec`'s own upstream builds use), so a
+    rebuilt package matches upstream's.
     """
     from condapipe.buildspec.build_spec import build_spec
 
-    if family != "magma":
-        raise UsageError(f"data/plan.yaml names prerequisite {family!r}, which condapipe cannot build")
+    table = cuda_table_package(family, variant.cuda)
     settings = {
         "cuda": [variant.cuda],
         "platform": spec.platform,
-        "build_number": variant.magma.build_number if variant.magma else 0,
+        "build_number": table.build_number if table else 0,
     }
-    return build_spec("magma", settings)
+    return build_spec(family, settings)
 
 
 def prerequisite_package(family: str, variant: CudaVariant) -> str:
-    return variant.magma.package if family == "magma" and variant.magma else family
+    """The conda package a prerequisite family builds for one CUDA variant."""
+    table = cuda_table_package(family, variant.cuda)
+    return table.package if table else family
 
 
 def _channel_locations(options: PlanOptions) -> list[str]:
@@ -168,21 +161,22 @@ def _variant_specs(spec: BuildSpec) -> list[BuildSpec]:
 
 
 def _label(spec: BuildSpec) -> str:
-    parts = [spec.package if spec.package != "magma" else "", spec.version]
+    """package-version[-pyX.Y]-cudaX.Y|cpu; a package the CUDA table names carries its CUDA in its
+    name (`<package>-<version>`)."""
     v = spec.cuda_variants[0] if spec.cuda_variants else None
-    if spec.package == "magma" and v is not None:
-        parts[0] = f"magma-cuda{v.cuda.replace('.', '')}"
+    table = cuda_table_package(spec.package, v.cuda) if v is not None else None
+    parts = [table.package if table else spec.package, spec.version]
     if spec.pythons:
         parts.append(f"py{spec.pythons[0]}")
-    if v is not None and spec.package != "magma":
+    if v is not None and table is None:
         parts.append("cpu" if v.is_cpu else f"cuda{v.cuda}")
     return "-".join(p for p in parts if p)
 
 
 def _uses_prerequisite(spec: BuildSpec, family: str) -> bool:
-    """Whether this spec's recipe needs the prerequisite (pytorch for Jetson boards has no magma).
+    """Whether this spec's recipe needs the prerequisite (e.g. not on a platform with no package of it).
 
-    The family module decides through `has_<prerequisite>(spec)` when it defines one.
+    The family's builder module decides through `has_<prerequisite>(spec)` when it defines one.
     """
     from condapipe.render.families import family_for
 
@@ -194,7 +188,7 @@ def family_jobs(spec: BuildSpec) -> list[Job]:
     """Prerequisite jobs (once per CUDA) then one job per variant of `spec`."""
     jobs: list[Job] = []
     prereq_labels: dict[str, list[str]] = {}
-    for family in _plan_data().get("prerequisites", {}).get(spec.package, []):
+    for family in profile(spec.package).prerequisites:
         if not _uses_prerequisite(spec, family):
             continue
         for variant in spec.cuda_variants:

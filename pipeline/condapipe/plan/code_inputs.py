@@ -37,6 +37,10 @@ RESOURCES: dict[str, tuple[str, ...]] = {
     "fix": (),
     "verify": (),
 }
+# The family registry and profiles (recipes/families.yaml, recipes/<family>/family.yaml) are taken
+# the same way, by the file names the reached code names: fix reads their rpath rules, verify their
+# package names and arch defaults, and neither the templates or sources beside them.
+RECIPES_PACKAGE = "condapipe.recipes"
 
 
 def tree_digest(root: Path, *, patterns: tuple[str, ...] = ("*",)) -> str:
@@ -148,6 +152,16 @@ def tables_named(modules: dict[str, Path], root: Path = PACKAGE_DIR) -> list[Pat
     return [tables[name] for name in sorted(named)]
 
 
+def profiles_named(modules: dict[str, Path], root: Path = PACKAGE_DIR) -> list[Path]:
+    """The files of condapipe/recipes, at any depth, whose names the source of `modules` names
+    ("families.yaml", "family.yaml": the family registry and profiles)."""
+    recipes = _resource_dir(RECIPES_PACKAGE, root)
+    named: set[str] = set()
+    for path in modules.values():
+        named |= _string_constants(path.read_text(encoding="utf-8"))
+    return sorted(p for p in recipes.rglob("*.yaml") if p.is_file() and p.name in named)
+
+
 def code_digest(kind: str, root: Path = PACKAGE_DIR) -> str:
     """Digest of the code and data a step kind runs (see the module docstring); "" for other kinds."""
     if kind not in ENTRY_MODULES:
@@ -158,6 +172,10 @@ def code_digest(kind: str, root: Path = PACKAGE_DIR) -> str:
         digest.update(f"{module}={hashlib.sha256(path.read_bytes()).hexdigest()};".encode())
     for table in tables_named(modules, root):
         digest.update(f"data/{table.name}={hashlib.sha256(table.read_bytes()).hexdigest()};".encode())
+    recipes = _resource_dir(RECIPES_PACKAGE, root)
+    for profile in profiles_named(modules, root):
+        rel = profile.relative_to(recipes).as_posix()
+        digest.update(f"recipes/{rel}={hashlib.sha256(profile.read_bytes()).hexdigest()};".encode())
     for package in RESOURCES[kind]:
         digest.update(f"{package}={tree_digest(_resource_dir(package, root))};".encode())
     return digest.hexdigest()

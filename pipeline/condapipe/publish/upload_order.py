@@ -1,7 +1,9 @@
 """The order a batch of packages is published in: dependencies first, then by rank.
 
 Solvers may see a channel between two uploads, so a package must never be published before
-something of the same batch that it needs. The rank table lives in data/upload_order.yaml.
+something of the same batch that it needs. The ranks that belong to no family live in
+data/upload_order.yaml, each family's own in the `upload_rank:` section of its profile
+(condapipe.buildspec.families).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from importlib import resources
 
 from ruamel.yaml import YAML
 
+from condapipe.buildspec.families import profiles
 from condapipe.package.io import PackageInfo
 
 
@@ -26,17 +29,25 @@ class RankRule:
 
 
 @lru_cache(maxsize=1)
-def _rules() -> tuple[tuple[RankRule, ...], int]:
+def _generic() -> tuple[tuple[RankRule, ...], int]:
     text = resources.files("condapipe.data").joinpath("upload_order.yaml").read_text(encoding="utf-8")
     data = YAML(typ="safe").load(text)
     rules = tuple(RankRule(str(r["pattern"]), int(r["rank"])) for r in data["ranks"])
     return rules, int(data["default_rank"])
 
 
+def rank_rules() -> tuple[RankRule, ...]:
+    """Every rank rule, lowest rank first: data/upload_order.yaml's, then each family's (registry
+    order) on a tie. The first match is the lowest matching rank."""
+    generic, _ = _generic()
+    families = (RankRule(p, r) for profile in profiles() for p, r in profile.upload_ranks)
+    return tuple(sorted((*generic, *families), key=lambda rule: rule.rank))
+
+
 def rank(name: str) -> int:
-    """The rank of a package name from the data table (lower goes first)."""
-    rules, default = _rules()
-    return next((r.rank for r in rules if fnmatch.fnmatchcase(name, r.pattern)), default)
+    """The rank of a package name from the rank rules (lower goes first)."""
+    _, default = _generic()
+    return next((r.rank for r in rank_rules() if fnmatch.fnmatchcase(name, r.pattern)), default)
 
 
 _NAME = re.compile(r"[A-Za-z0-9_.\-]+")

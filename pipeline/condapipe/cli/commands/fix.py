@@ -28,7 +28,7 @@ from condapipe.safe_paths import destination
     default="default",
     show_default=True,
     type=click.Choice(families()),
-    help="Package family whose per-directory rpath rules apply (data/rpath_rules.yaml).",
+    help="Package family whose per-directory rpath rules apply (its profile, recipes/<family>/family.yaml).",
 )
 @click.option(
     "--rpath",

@@ -1,8 +1,9 @@
-"""Package families: one module per recipe family, each exposing `build_model(spec) -> RecipeModel`.
+"""Render builders: one module per recipe model, each exposing `build_model(spec) -> RecipeModel`.
 
-Which families exist is the spec stage's registry (condapipe.buildspec.families: data/spec_families.yaml
-and the folders under recipes/); a family's module is found from its name ("cuda-smoke" ->
-condapipe.render.families.cuda_smoke).
+Which families exist is the spec stage's registry (condapipe.buildspec.families: recipes/families.yaml
+and each family's profile); a family's builder is the module its registry line names as `model`
+("cuda-smoke" -> model cuda_smoke -> condapipe.render.families.cuda_smoke). `script` renders a family
+from its profile folder alone.
 """
 
 from __future__ import annotations
@@ -10,20 +11,18 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from condapipe.buildspec.families import known_packages
+from condapipe.buildspec.families import profile
 from condapipe.errors import UsageError
 
 
 def module_name(package: str) -> str:
-    """The module that renders `package` (dashes become underscores)."""
-    return f"{__name__}.{package.replace('-', '_')}"
+    """The builder module that renders the family `package` (its profile's model)."""
+    return f"{__name__}.{profile(package).model}"
 
 
 def family_for(package: str) -> ModuleType:
-    """The family module of `package`; UsageError listing the known families if there is none."""
-    if package not in known_packages():
-        raise UsageError(f"unknown package {package!r}; choose one of {', '.join(known_packages())}")
-    name = module_name(package)
+    """The builder module of `package`; UsageError listing the known families if there is none."""
+    name = module_name(package)  # UsageError for a package that is no family
     try:
         module = importlib.import_module(name)
     except ModuleNotFoundError as exc:

@@ -10,22 +10,21 @@ import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import jinja2
-from ruamel.yaml import YAML
 
 from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.buildspec.compile_cache import sccache_env_names
+from condapipe.buildspec.families import family_facts, profile, recipes_dir
 from condapipe.buildspec.variant import promise_record
 from condapipe.errors import UsageError
 from condapipe.render.model import ALWAYS, Patch, Variants, When
 
 
 @cache
-def _environment() -> jinja2.Environment:
-    root = resources.files("condapipe.recipes")
+def _environment(root: Path) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(root)),
         undefined=jinja2.StrictUndefined,
@@ -40,7 +39,7 @@ def _environment() -> jinja2.Environment:
 
 def render_template(name: str, **values: Any) -> str:
     """Render recipes/<name> (e.g. "pytorch/build.sh.j2"); a missing value is an error, not ""."""
-    return _environment().get_template(name).render(**values)
+    return _environment(recipes_dir()).get_template(name).render(**values)
 
 
 def compile_cache_values(cache_key: str) -> dict[str, Any]:
@@ -50,9 +49,14 @@ def compile_cache_values(cache_key: str) -> dict[str, Any]:
 
 
 def family_data(family: str) -> dict[str, Any]:
-    """recipes/<family>/family.yaml: the family's own small facts (e.g. memory per compile job)."""
-    text = resources.files("condapipe.recipes").joinpath(family, "family.yaml").read_text()
-    return YAML(typ="safe").load(text)
+    """The facts of the family's profile (recipes/<folder>/family.yaml less its spec, rpath,
+    prerequisites and upload_rank sections): its own small facts (e.g. memory per compile job)."""
+    return family_facts(family)
+
+
+def family_dir(family: str) -> Path:
+    """The family's profile folder (templates, test files, sources)."""
+    return profile(family).path
 
 
 @dataclass(frozen=True)

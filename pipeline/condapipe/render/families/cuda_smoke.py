@@ -10,12 +10,11 @@ it in the package (info/about.json) for verify.
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
 from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.errors import UsageError
-from condapipe.render.families._common import promise_extra
+from condapipe.render.families._common import family_dir, promise_extra
 from condapipe.render.model import (
     About,
     ExtraFile,
@@ -49,8 +48,8 @@ cp cuda_smoke.h "${PREFIX}/include/"
 
 
 def source_dir() -> Path:
-    """recipes/cuda-smoke/src of the installed condapipe."""
-    return Path(str(resources.files("condapipe.recipes").joinpath("cuda-smoke", "src")))
+    """src/ of cuda-smoke's profile folder, recipes/cuda-smoke."""
+    return family_dir("cuda-smoke") / "src"
 
 
 def build_model(spec: BuildSpec) -> RecipeModel:

@@ -23,6 +23,7 @@ from condapipe.render.families._common import (
     common_value,
     compile_cache_values,
     family_data,
+    family_dir,
     promise_extra,
     render_template,
     select_catalog,
@@ -71,10 +72,8 @@ TEST_COMMANDS = (
 
 
 def recipe_dir() -> Path:
-    """recipes/libtorch of the installed condapipe (templates and the package test project)."""
-    from importlib import resources
-
-    return Path(str(resources.files("condapipe.recipes").joinpath(FAMILY)))
+    """libtorch's profile folder, recipes/libtorch (templates and the package test project)."""
+    return family_dir(FAMILY)
 
 
 def has_magma(spec: BuildSpec) -> bool:

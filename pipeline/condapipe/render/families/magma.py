@@ -9,7 +9,6 @@ against the installed headers, and where a GPU is visible links it with cuBLAS a
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
 from condapipe.buildspec.arch import ArchList
@@ -20,6 +19,7 @@ from condapipe.render.families._common import (
     common_value,
     compile_cache_values,
     family_data,
+    family_dir,
     promise_extra,
     render_template,
     select_catalog,
@@ -42,8 +42,8 @@ TEST_COMMANDS = ("bash test/run_test.sh",)
 
 
 def recipe_dir() -> Path:
-    """recipes/magma of the installed condapipe (templates and test files)."""
-    return Path(str(resources.files("condapipe.recipes").joinpath("magma")))
+    """magma's profile folder, recipes/magma (templates and test files)."""
+    return family_dir("magma")
 
 
 def _archs(variant: CudaVariant) -> ArchList:
