@@ -76,3 +76,25 @@ def test_unknown_version_is_one_line_and_lists_the_releases(version):
 def test_pin_for_a_python_the_series_does_not_support_is_refused():
     with pytest.raises(UsageError, match=r"python 3\.13 is not one of 3\.8 3\.9 3\.10 3\.11 3\.12"):
         pytorch_info("2.4.1").pin("numpy", "3.13")
+
+
+def test_a_pair_the_real_source_cannot_compile_is_refused_with_the_reason_and_the_nearest_pairs() -> None:
+    from condapipe.buildspec.settings import spec_from_flags
+
+    with pytest.raises(UsageError) as refused:
+        spec_from_flags("pytorch", {"version": "2.6.0", "cuda": ("13.0",), "python": ("3.11",)})
+    message = str(refused.value)
+    assert "cub::TransformInputIterator" in message
+    assert "--version 2.6.0 --cuda 12.6" in message and "--version 2.9.0 --cuda 13.0" in message
+    # the nearest pairs themselves are accepted
+    assert spec_from_flags("pytorch", {"version": "2.6.0", "cuda": ("12.6",), "python": ("3.11",)})
+    assert spec_from_flags("pytorch", {"version": "2.9.0", "cuda": ("13.0",), "python": ("3.11",)})
+
+
+def test_every_release_built_upstream_for_a_cuda_is_not_refused_for_it() -> None:
+    # The refusals never contradict what upstream itself built.
+    from condapipe.buildspec.tables import compile_refusal
+
+    for version in pytorch_versions():
+        for cuda in pytorch_info(version).cudas:
+            assert compile_refusal(version, cuda) is None, (version, cuda)

@@ -326,6 +326,10 @@ def build_spec(
         warnings.append(f"magma {version}: no sha256 known for {source.url}; the download is not verified")
     extra_env = _env(settings, torch.extra_env if torch else ())
     if torch is not None:
+        for cuda in cudas:
+            refusal = tables.compile_refusal(version, cuda)
+            if refusal:
+                raise UsageError(refusal)
         _check_cudas_shipped(version, torch, cudas, warnings)
     return BuildSpec(
         package=package,

@@ -121,6 +121,7 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         "libtorch/build.sh.j2",
         per_job_mib=series.mem_per_job_gb * 1024,
         static_nccl=series.static_nccl,
+        split_cuda_read=series.build_split_cuda,
         env_by_cuda=catalog.env_by_cuda,
         system_cudnn=bool(spec.jetson),
         launchers_as_args=True,

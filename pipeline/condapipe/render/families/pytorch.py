@@ -11,7 +11,9 @@ with a matrix.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
+from typing import Any
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -19,6 +21,7 @@ from packaging.version import Version
 from condapipe.buildspec import tables
 from condapipe.buildspec.build_spec import BuildSpec, CudaVariant
 from condapipe.buildspec.compile_cache import sccache_env_names
+from condapipe.errors import UsageError
 from condapipe.render.families._common import (
     CatalogSelection,
     common_value,
@@ -247,6 +250,20 @@ def about(data: dict) -> About:
     )
 
 
+def _forwarding(forwards: dict[str, Any]) -> dict[str, str]:
+    """The case patterns of build.sh's CMAKE_ARGS translation, from the profile's setup_py_forwards
+    (identifiers only: they become bash case patterns and variable names)."""
+    words = [*forwards["prefixes"], *forwards["names"], *forwards["setup_owns"]]
+    bad = [w for w in words if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(w))]
+    if bad:
+        raise UsageError(f"pytorch profile: setup_py_forwards holds non-identifiers: {bad}")
+    return {
+        "forwarded_prefixes": ", ".join(f"{p}" for p in forwards["prefixes"]),
+        "forwarded_patterns": "|".join([f"{p}*" for p in forwards["prefixes"]] + list(forwards["names"])),
+        "setup_owns": "|".join(forwards["setup_owns"]),
+    }
+
+
 def build_model(spec: BuildSpec) -> RecipeModel:
     """The recipe of one pytorch spec (all its Pythons and CUDA variants)."""
     data = family_data("pytorch")
@@ -260,8 +277,10 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         "pytorch/build.sh.j2",
         per_job_mib=series.mem_per_job_gb * 1024,
         static_nccl=series.static_nccl,
+        split_cuda_read=series.build_split_cuda,
         env_by_cuda=catalog.env_by_cuda,
         build_command=_build_command(series.build_command),
+        **_forwarding(data["setup_py_forwards"]),
         system_cudnn=bool(spec.jetson),
         launchers_as_args=False,
         **compile_cache_values("${PKG_NAME}-${PKG_VERSION}-${build_tag}"),

@@ -62,8 +62,6 @@ else
     export CUDNN_VERSION="${cudnn_version}"
     export TORCH_CUDA_ARCH_LIST="${torch_cuda_arch_list}"
     export TORCH_NVCC_FLAGS="${torch_nvcc_flags}"
-    # Splitting libtorch_cuda keeps it under the 2 GB relocation limit with long arch lists.
-    export BUILD_SPLIT_CUDA="${build_split_cuda}"
     export USE_STATIC_NCCL=1
     export USE_STATIC_CUDNN="${use_static_cudnn}"
 

@@ -27,6 +27,35 @@ export PYTORCH_BUILD_NUMBER=0
 export CMAKE_PREFIX_PATH="${PREFIX}"
 export CMAKE_LIBRARY_PATH="${PREFIX}/lib:${PREFIX}/include"
 
+# setup.py never reads CMAKE_ARGS (it becomes a dead -DCMAKE_ARGS cache entry) and no release reads
+# EXTRA_CAFFE2_CMAKE_FLAGS: CMake options reach PyTorch's CMake only as environment variables that
+# setup.py forwards as -D (tools/setup_helpers/cmake.py, 1.13 and 2.x alike: names starting with
+# BUILD_, USE_, CMAKE_ and a fixed list). So each -DNAME[:TYPE]=VALUE of CMAKE_ARGS (the
+# user's, or a conda-forge compiler activation's) is exported under its name; setup.py owns
+# CMAKE_INSTALL_PREFIX, and a name setup.py would not pass on is reported, not silently lost.
+if [[ -n "${CMAKE_ARGS:-}" ]]; then
+    read -r -a cmake_args_items <<< "${CMAKE_ARGS}"
+    for item in "${cmake_args_items[@]}"; do
+        if [[ ! "${item}" =~ ^-D([A-Za-z_][A-Za-z0-9_]*)(:[A-Za-z]+)?=(.*)$ ]]; then
+            echo "condapipe: warning: CMAKE_ARGS item ${item} is not -DNAME=VALUE; not passed to CMake" >&2
+            continue
+        fi
+        name="${BASH_REMATCH[1]}"
+        value="${BASH_REMATCH[3]}"
+        case "${name}" in
+            CMAKE_INSTALL_PREFIX)
+                ;;
+            BUILD_*|USE_*|CMAKE_*|BLAS|WITH_BLAS|CUDA_NVCC_EXECUTABLE|CUDA_SEPARABLE_COMPILATION|CUDNN_LIBRARY|CUDNN_INCLUDE_DIR|CUDNN_ROOT|EXPERIMENTAL_SINGLE_THREAD_POOL|INSTALL_TEST|JAVA_HOME|INTEL_MKL_DIR|INTEL_OMP_DIR|MKL_THREADING|MKLDNN_CPU_RUNTIME|Numa_INCLUDE_DIR|Numa_LIBRARIES|ONNX_ML|ONNX_NAMESPACE|ATEN_THREADING|WERROR|OPENSSL_ROOT_DIR|STATIC_DISPATCH_BACKEND|SELECTED_OP_LIST|TRACING_BASED|TORCH_CUDA_ARCH_LIST)
+                export "${name}=${value}"
+                ;;
+            *)
+                echo "condapipe: warning: CMAKE_ARGS -D${name}: PyTorch's setup.py does not pass ${name} to CMake; not set" >&2
+                ;;
+        esac
+    done
+    unset CMAKE_ARGS
+fi
+
 # MAX_JOBS: compile jobs that fit in the memory available now (4096 MiB per job for
 # this build), at most one per core and at least one. nproc alone OOMs on big CUDA kernels
 # (pytorch/pytorch#62840, #108669). A MAX_JOBS given by the user wins.
@@ -60,6 +89,7 @@ else
     export TORCH_CUDA_ARCH_LIST="${torch_cuda_arch_list}"
     export TORCH_NVCC_FLAGS="${torch_nvcc_flags}"
     # Splitting libtorch_cuda keeps it under the 2 GB relocation limit with long arch lists.
+    # (Read by 1.8-1.13; from 2.0 on CMake only prints it, so it is not set there.)
     export BUILD_SPLIT_CUDA="${build_split_cuda}"
     export USE_STATIC_NCCL=1
     export USE_STATIC_CUDNN="${use_static_cudnn}"
