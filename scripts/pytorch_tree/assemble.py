@@ -521,8 +521,9 @@ def iter_tree(root: Path) -> Iterable[Path]:
 
 def write_tarball(root: Path, out: Path, top: str, mtime: int) -> int:
     """Release-style tarball: <top>/ with submodules inside; deterministic (sorted, uid 0, fixed mtime)."""
-    if out.exists():
+    if out.exists() or out.is_symlink():
         raise AssemblyError(f"refusing to overwrite existing tarball {out}")
+    out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=out.name + ".tmp-", dir=out.parent)
     os.close(fd)
     tmp = Path(tmp_name)
@@ -567,9 +568,14 @@ def human(n: float) -> str:
 def assemble(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     vp = load_pins(args.pins, args.version)
-    dest: Path = args.dest.resolve()
+    # resolve the parent only: a symlink at --dest (even a dangling one) is refused, never followed
+    dest: Path = args.dest.parent.resolve() / args.dest.name
     if dest.exists() or dest.is_symlink():
         raise AssemblyError(f"refusing to overwrite existing {dest}")
+    tarball: Path | None = args.tarball.parent.resolve() / args.tarball.name if args.tarball else None
+    if tarball is not None and (tarball.exists() or tarball.is_symlink()):
+        # checked before anything is written, so a refused run leaves no tree behind
+        raise AssemblyError(f"refusing to overwrite existing tarball {tarball}")
     if args.orig is None and args.debian_dir is None:
         raise AssemblyError("give --orig TARBALL or --debian-dir DIR (where apt-get source put it)")
     orig: Path = args.orig or (args.debian_dir / vp.orig_tarball)
@@ -655,11 +661,11 @@ def assemble(args: argparse.Namespace) -> int:
         f"{len(vp.skip)} skipped, {len(rep.warnings)} warnings)"
     )
 
-    if args.tarball:
+    if tarball is not None:
         t1 = time.monotonic()
         # reproducible: SOURCE_DATE_EPOCH, else the newest mtime inside the orig tarball
         mtime = int(os.environ.get("SOURCE_DATE_EPOCH", "0")) or ostats.max_mtime
-        tsize = write_tarball(dest, args.tarball.resolve(), vp.release_dir, mtime)
+        tsize = write_tarball(dest, tarball, vp.release_dir, mtime)
         print(f"tarball: {args.tarball}  bytes={tsize} ({human(tsize)})  seconds={time.monotonic() - t1:.1f}")
     if args.manifest:
         manifest: dict[str, Any] = {
