@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,52 @@ def skip_without(tool: str) -> None:
     """Inside a test or helper: skip (not fail) when a system tool PyPI cannot provide is missing."""
     if shutil.which(tool) is None:
         pytest.skip(f"needs {tool}: {APT_TOOLS.get(tool, 'install it')}")
+
+
+# --- the real conda-build ---------------------------------------------------------------------------------
+# conda and conda-build are not on PyPI. `.ci/run` installs them from ../shared/wheels/conda-build into their
+# own venv, `.venv-conda-build/` (not the test venv: conda pins its own dependencies, and a user's conda
+# lives apart from condapipe too), with a `.condarc` beside it (solver: rattler, no default channels).
+# CONDAPIPE_CONDA_BUILD_VENV names another such venv; when it is set, a venv that does not work is a failure,
+# not a skip, so CI cannot silently fall back to skipping the real tool.
+
+REPO = Path(__file__).resolve().parent.parent
+CONDA_BUILD_VENV_ENV = "CONDAPIPE_CONDA_BUILD_VENV"
+HOW_TO_GET_CONDA_BUILD = (
+    "needs the real conda-build: `bash .ci/run` makes .venv-conda-build/ from ../shared/wheels/conda-build "
+    f"(its README), or set {CONDA_BUILD_VENV_ENV} to such a venv"
+)
+
+
+def conda_build_venv() -> Path | None:
+    """The venv holding the real conda + conda-build, or None when this checkout has none."""
+    named = os.environ.get(CONDA_BUILD_VENV_ENV)
+    venv = Path(named) if named else REPO / ".venv-conda-build"
+    if (venv / "bin" / "conda-build").is_file():
+        return venv
+    if named:
+        pytest.fail(f"{CONDA_BUILD_VENV_ENV}={named} holds no bin/conda-build")
+    return None
+
+
+@pytest.fixture
+def real_conda(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Put the real conda first on PATH as a user's machine has it: a `conda` whose `conda build` and
+    `conda create` work (the venv's own `conda` script refuses to run uninitialised, so a two-line
+    wrapper runs `python -m conda`, which is what an initialised conda runs). Returns the bin folder.
+    Skips, naming how to install it, when this checkout has no real conda-build."""
+    from condapipe.engines.conda_build import _works
+
+    venv = conda_build_venv()
+    if venv is None:
+        pytest.skip(HOW_TO_GET_CONDA_BUILD)
+    bin_dir = tmp_path_factory.mktemp("real-conda-bin")
+    conda = bin_dir / "conda"
+    conda.write_text(f'#!/bin/sh\nexec "{venv / "bin" / "python"}" -m conda "$@"\n')
+    conda.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    # conda's package cache in the test's temp space, not in the venv or the user's ~/.conda.
+    monkeypatch.setenv("CONDA_PKGS_DIRS", str(tmp_path_factory.mktemp("conda-pkgs")))
+    _works.cache_clear()
+    yield bin_dir
+    _works.cache_clear()

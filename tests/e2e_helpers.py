@@ -54,3 +54,14 @@ def run_clean(argv: list[str | Path], **kw: object) -> subprocess.CompletedProce
     """Run a program with no LD_LIBRARY_PATH (libraries must be found through the rpath)."""
     env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
     return subprocess.run([str(a) for a in argv], env=env, capture_output=True, text=True, check=False, **kw)
+
+
+def conda_install(bin_dir: Path, channel: Path, specs: list[str], prefix: Path) -> None:
+    """Install `specs` from the local `channel` only into a fresh environment with the real conda
+    (`bin_dir`: the `real_conda` fixture's folder)."""
+    proc = subprocess.run(
+        [str(bin_dir / "conda"), "create", "--yes", "--quiet", "--offline", "--prefix", str(prefix),
+         "--override-channels", "-c", channel.resolve().as_uri(), *specs],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -20,7 +20,7 @@ from condapipe.package.io import read_package_info
 from condapipe.verify.verifier import verify_package
 
 CLI = [sys.executable, "-c", "from condapipe.cli.main import main; main()"]
-SMOKE = ["build", "cuda-smoke", "--cuda", "13.0", "--arch", "9.0"]
+SMOKE = ["build", "cuda-smoke", "--cuda", "13.0", "--arch", "9.0", "--engine", "rattler-build"]
 SMOKE_LABEL = "cuda-smoke-1.0.0-cuda13.0"
 _OUTPUT: dict[int, tuple] = {}
 

@@ -359,7 +359,9 @@ def test_the_throwaway_family_builds_with_rattler_build_and_its_rpath_rules_appl
     monkeypatch.chdir(project)
     with recipes_root(make_recipes(tmp_path)):
         result = CliRunner().invoke(
-            main, ["build", "hello-cuda", "--cuda", "13.0", "--arch", "9.0", "--json"], catch_exceptions=False
+            main,
+            ["build", "hello-cuda", "--cuda", "13.0", "--arch", "9.0", "--engine", "rattler-build", "--json"],
+            catch_exceptions=False,
         )
     assert result.exit_code == 0, result.output[-3000:]
     (package,) = map(Path, json.loads(result.stdout)["packages"])

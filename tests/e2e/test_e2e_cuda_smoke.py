@@ -34,7 +34,9 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def builds(project: Path) -> dict[str, dict]:
     return {
-        key: build_json("cuda-smoke", "--cuda", "13.0", "--arch", archs, cwd=project)
+        key: build_json(
+            "cuda-smoke", "--cuda", "13.0", "--arch", archs, "--engine", "rattler-build", cwd=project
+        )
         for key, archs in ARCH_LISTS.items()
     }
 
@@ -119,25 +121,40 @@ def test_on_a_gpu_the_kernel_result_is_checked(installed: Path) -> None:
 
 
 def test_a_cpu_build_of_cuda_smoke_is_a_usage_error(project: Path) -> None:
-    code, _, err = condapipe("build", "cuda-smoke", "--cuda", "cpu", cwd=project)
+    code, _, err = condapipe("build", "cuda-smoke", "--cuda", "cpu", "--engine", "rattler-build", cwd=project)
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and err.startswith("error: ")
 
 
 def test_an_arch_nvcc_13_cannot_compile_is_refused_before_building(project: Path) -> None:
-    code, _, err = condapipe("build", "cuda-smoke", "--cuda", "13.0", "--arch", "7.0", cwd=project)
+    code, _, err = condapipe(
+        "build", "cuda-smoke", "--cuda", "13.0", "--arch", "7.0", "--engine", "rattler-build", cwd=project
+    )
     assert code == 2
     assert "cannot compile arch 7.0" in err
 
 
 def test_a_mismatched_nvcc_is_caught_before_and_during_the_build(project: Path) -> None:
     # The doctor preflight refuses (exit 3) ...
-    code, _, err = condapipe("build", "cuda-smoke", "--cuda", "12.9", "--arch", "9.0", cwd=project)
+    code, _, err = condapipe(
+        "build", "cuda-smoke", "--cuda", "12.9", "--arch", "9.0", "--engine", "rattler-build", cwd=project
+    )
     assert code == 3
     assert "nvcc on PATH is 13.0" in err.strip().splitlines()[-1]
     # ... and when forced, the recipe's own check stops nvcc 13.0 from producing a package labelled
     # CUDA 12.9: the build fails and the log diagnosis names the cause.
-    code, _, err = condapipe("build", "cuda-smoke", "--cuda", "12.9", "--arch", "9.0", "--force", cwd=project)
+    code, _, err = condapipe(
+        "build",
+        "cuda-smoke",
+        "--cuda",
+        "12.9",
+        "--arch",
+        "9.0",
+        "--force",
+        "--engine",
+        "rattler-build",
+        cwd=project,
+    )
     assert code == 1
     last = err.strip().splitlines()[-1]
     assert last.startswith("error: rattler-build failed to build")

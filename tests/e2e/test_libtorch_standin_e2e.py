@@ -107,7 +107,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def built(project: Path) -> dict:
     return build_json(
         "libtorch", "--version", "2.4.1", "--cuda", "cpu", "--blas", "openblas", "--source", str(STANDIN),
-        cwd=project,
+        "--engine", "rattler-build", cwd=project,
     )  # fmt: skip
 
 
@@ -200,7 +200,7 @@ def built_cuda(project: Path) -> dict:
     # --force: doctor rightly blocks a CUDA libtorch build without cuDNN; the stand-in links none.
     return build_json(
         "libtorch", "--version", "2.9.0", "--cuda", "13.0", "--arch", CUDA_ARCHS, "--blas", "openblas",
-        "--source", str(STANDIN), "--force", cwd=project,
+        "--source", str(STANDIN), "--force", "--engine", "rattler-build", cwd=project,
     )  # fmt: skip
 
 

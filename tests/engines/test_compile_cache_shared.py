@@ -245,7 +245,16 @@ def _condapipe_build_on_a_machine(machine: Path, runner: Path, redis: str, stubs
         [
             *(shutil.which("python3") or "python3", "-c", "from condapipe.cli.main import main; main()"),
             *("build", "libtorch", "--version", "2.9.0", "--cuda", "13.0", "--arch", "8.0;9.0+PTX"),
-            *("--blas", "openblas", "--source", str(STANDIN), "--force", "--no-test"),
+            *(
+                "--blas",
+                "openblas",
+                "--source",
+                str(STANDIN),
+                "--force",
+                "--no-test",
+                "--engine",
+                "rattler-build",
+            ),
             *("--compile-cache", redis, "--work-dir", str(runner / ".condapipe")),
             *("--output-dir", str(machine / "channel"), "--channel", str(stubs)),
         ],

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 from conda_package_handling import api as cph
 
 from condapipe.engines import BuildOptions, EngineResult, RattlerBuildEngine, engine_for_recipe, get_engine
+from condapipe.engines.conda_build import _works
 from condapipe.engines.rattler_build import package_format_arg
 from condapipe.errors import BuildFailed, EnvironmentProblem, UsageError
 from condapipe.publish.channel import ensure_channel
@@ -103,9 +103,14 @@ def test_the_output_dir_is_always_the_first_channel(tmp_path: Path) -> None:
     assert opts(tmp_path, channels=("conda-forge", out)).all_channels() == (out, "conda-forge")
 
 
-def test_engine_choice_follows_the_recipe_files_present(tmp_path: Path) -> None:
-    if shutil.which("conda"):
-        pytest.skip("conda is installed here; auto would pick conda-build")
+def test_engine_choice_follows_the_recipe_files_present(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A machine without conda-build: PATH without any folder that holds `conda` or `conda-build`.
+    kept = [d for d in os.environ["PATH"].split(os.pathsep) if not any(
+        (Path(d) / name).exists() for name in ("conda", "conda-build"))]  # fmt: skip
+    monkeypatch.setenv("PATH", os.pathsep.join(kept))
+    _works.cache_clear()
     assert get_engine("auto").name == "rattler-build"
     assert engine_for_recipe(RECIPES / "libgreet")[0].name == "rattler-build"
     with pytest.raises(EnvironmentProblem, match=re.escape("only meta.yaml")) as info:

@@ -77,7 +77,10 @@ def test_report_md_tells_the_same_story_for_humans(main_job: tuple) -> None:
 
 def test_a_failed_build_still_writes_the_report_with_the_error_and_the_log(tmp_path: Path) -> None:
     # CUDA 12.9 with nvcc 13.0: doctor blocks; --force builds anyway and the recipe refuses.
-    proc = run(["build", "cuda-smoke", "--cuda", "12.9", "--arch", "9.0", "--force"], tmp_path)
+    proc = run(
+        ["build", "cuda-smoke", "--cuda", "12.9", "--arch", "9.0", "--force", "--engine", "rattler-build"],
+        tmp_path,
+    )
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1].startswith("error: rattler-build failed to build")
     report = json.loads((tmp_path / ".condapipe" / "report.json").read_text())

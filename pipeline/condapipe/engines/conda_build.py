@@ -46,6 +46,9 @@ def find_conda_build() -> tuple[str, ...] | None:
 # conda's and conda-build's error lines ("PackagesNotFoundError: The following packages ...",
 # "CondaBuildException: ...", "Error: ..."); what follows them is help text ending in a URL.
 _ERROR_LINE = re.compile(r"^(?:[A-Za-z_.]*(?:Error|Exception)|Error|ERROR|CRITICAL)\b[^:]*:\s*\S")
+_TRACEBACK = "Traceback (most recent call last):"
+# A build log can be hundreds of MB; its cause is at the end (conda-build stops at the first error).
+LOG_TAIL_BYTES = 1 << 20
 
 
 def _first_list(lines: list[str]) -> list[str]:
@@ -60,23 +63,88 @@ def _first_list(lines: list[str]) -> list[str]:
     return items
 
 
+def _channels_searched(lines: list[str]) -> list[str]:
+    """The channels listed under conda's "Current channels:", one per channel (not per subdir)."""
+    for i, line in enumerate(lines):
+        if line.strip() == "Current channels:":
+            roots = [re.sub(r"/(?:noarch|[a-z]+-[a-z0-9_]+)/?$", "", c) for c in _first_list(lines[i + 1 :])]
+            return list(dict.fromkeys(roots))
+    return []
+
+
+def _cause_at(lines: list[str], i: int) -> str:
+    """Error line `i` as the user reads it; a PackagesNotFoundError also names the missing packages
+    listed below it and the channels that were searched."""
+    line = re.sub(r"^(?:[a-z_]+\.)+(?=[A-Z])", "", lines[i].strip())  # conda.exceptions.X -> X
+    if "not available from current channels" in line:
+        missing = _first_list(lines[i + 1 :])
+        if missing:
+            line = f"{line} {', '.join(missing)}"
+            channels = _channels_searched(lines[i + 1 :])
+            if channels:
+                line += f" (channels searched: {', '.join(channels)})"
+    return line
+
+
 def error_line(stderr: str | None, stdout: str | None) -> str:
-    """The line that names what went wrong: the first error line (stderr first), else the last
-    non-empty line; a PackagesNotFoundError also names the missing packages listed below it."""
+    """The line that names what went wrong. conda-build logs warnings and a retry summary ("ERROR:
+    Failed to get package records, max retries exceeded.") before the traceback of what it retried,
+    so the cause is the exception that ends the last traceback; without one, the last error line
+    (conda-build stops at its first error: "BuildScriptException: Command ... returned non-zero exit
+    status 1." ends a failed build script); stderr before stdout; else the last non-empty line."""
     for text in (stderr or "", stdout or ""):
         lines = [line.rstrip() for line in text.splitlines()]
-        for i, line in enumerate(lines):
-            if _ERROR_LINE.match(line.strip()):
-                if "not available from current channels" in line:
-                    missing = _first_list(lines[i + 1 :])
-                    if missing:
-                        return f"{line.strip()} {', '.join(missing)}"
-                return line.strip()
+        starts = [i for i, line in enumerate(lines) if line.strip() == _TRACEBACK]
+        if starts:
+            for i in range(starts[-1] + 1, len(lines)):
+                if not lines[i][:1].isspace() and _ERROR_LINE.match(lines[i].strip()):
+                    return _cause_at(lines, i)
+    for text in (stderr or "", stdout or ""):
+        lines = [line.rstrip() for line in text.splitlines()]
+        found = [i for i, line in enumerate(lines) if _ERROR_LINE.match(line.strip())]
+        if found:
+            return _cause_at(lines, found[-1])
     for text in (stderr or "", stdout or ""):
         tail = [line.strip() for line in text.splitlines() if line.strip()]
         if tail:
             return tail[-1]
     return "no output"
+
+
+_MISSING = re.compile(
+    r"not available from current channels|Unsatisfiable dependencies|No candidates were found"
+)
+
+
+def with_channels(cause: str, options: BuildOptions) -> str:
+    """A cause naming missing packages also names where they were looked for (conda's list when it
+    printed one, else the channels condapipe passed)."""
+    if not _MISSING.search(cause) or "channels searched:" in cause:
+        return cause
+    return f"{cause} (channels searched: {', '.join(options.all_channels())})"
+
+
+def log_error_line(log_path: Path) -> str:
+    """`error_line` of a build log, read from its last MiB only."""
+    with log_path.open("rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        fh.seek(max(0, fh.tell() - LOG_TAIL_BYTES))
+        return error_line(fh.read().decode("utf-8", errors="replace"), None)
+
+
+def python_variant_file(options: BuildOptions) -> Path:
+    """Where several --python values are written as a variant file (`python: [...]`): conda-build's
+    own `--python` takes one version (given twice it crashes in variants.get_default_variant with
+    "unhashable type: 'list'"), and a list under --variants builds only the last one."""
+    return (options.work_dir / "conda-build-python.yaml").resolve()
+
+
+def write_python_variants(path: Path, pythons: tuple[str, ...]) -> None:
+    """The variant file of several --python values (temp name, then rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("python:\n" + "".join(f'  - "{p}"\n' for p in pythons))
+    tmp.replace(path)
 
 
 class CondaBuildEngine:
@@ -103,10 +171,15 @@ class CondaBuildEngine:
         if options.override_channels:
             args.append("--override-channels")
         for python in options.pythons:
-            args += ["--python", python]
+            if not re.fullmatch(r"\d+\.\d+(?:\.\d+)?", python):
+                raise UsageError(f"--python {python!r}: give a version such as 3.11")
+        if len(options.pythons) == 1:
+            args += ["--python", options.pythons[0]]
         variant_file = recipe_dir / "conda_build_config.yaml"
         if variant_file.exists():
             args += ["-m", str(variant_file)]
+        if len(options.pythons) > 1:  # after the recipe's file: its python key is replaced, as --python does
+            args += ["-m", str(python_variant_file(options))]
         if options.target_platform:
             args += ["--variants", f"{{target_platform: {options.target_platform}}}"]
         args += ["--no-anaconda-upload", "--package-format", options.package_format]
@@ -137,7 +210,8 @@ class CondaBuildEngine:
                 log.write(proc.stderr or "")
                 log_path = log.path
             raise BuildFailed(
-                f"`conda build --output` failed for {recipe_dir}: {error_line(proc.stderr, proc.stdout)}",
+                f"`conda build --output` failed for {recipe_dir}: "
+                f"{with_channels(error_line(proc.stderr, proc.stdout), options)}",
                 diagnosis=diagnose.summary(diagnose.diagnose_file(log_path)),
                 log_path=str(log_path),
             )
@@ -156,6 +230,8 @@ class CondaBuildEngine:
                 "conda-build is not installed",
                 fix="`conda install conda-build`, or use --engine rattler-build",
             )
+        if len(options.pythons) > 1:
+            write_python_variants(python_variant_file(options), options.pythons)
         expected = self.expected_packages(command, recipe_dir, options)
         log_path = log_file_for(options, recipe_dir.resolve().name, self.name)
         started = time.monotonic()
@@ -166,7 +242,8 @@ class CondaBuildEngine:
             log_path = log.path
         if code != 0:
             raise BuildFailed(
-                f"conda build exited with {code} for {recipe_dir}",
+                f"conda build exited with {code} for {recipe_dir}: "
+                f"{with_channels(log_error_line(log_path), options)}",
                 diagnosis=diagnose.summary(diagnose.diagnose_file(log_path)),
                 log_path=str(log_path),
             )
