@@ -6,7 +6,10 @@ test_time_dependencies.json). rattler-build's Package API counts only v1 tests, 
 rewritten by `fix` used to be published untested with "no tests" in the report. The test step
 now runs those scripts in a fresh environment made from the fixed package (rattler-build's
 legacy-test runner), counts them in the report, and stops the pipeline when one fails.
-Built with the conda-build stand-in (tests/standins/conda), which writes info/test/ as the real one.
+Built with the real conda-build (the `real_conda` fixture), except where noted: real conda-build
+already runs these tests in its own test environment, so a test that passes there and fails after fix
+needs the stand-in (tests/standins/conda), which writes info/test/ as the real one but runs the tests
+in its build prefix.
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ from condapipe.engines.conda_build import _works
 STANDINS = Path(__file__).parent.parent / "standins"
 
 
-@pytest.fixture(autouse=True)
-def _standin(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def standin(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", f"{STANDINS}:{os.environ['PATH']}")
     _works.cache_clear()
 
@@ -45,7 +48,7 @@ def step(result: dict, kind: str) -> dict:
 NO_REQUIRES = TESTED_META.replace("  requires:\n    - bash\n", "")
 
 
-def test_the_packages_own_tests_run_after_fix_and_are_counted(tmp_path: Path) -> None:
+def test_the_packages_own_tests_run_after_fix_and_are_counted(real_conda: Path, tmp_path: Path) -> None:
     code, result = build(make_tested_recipe(tmp_path, meta=NO_REQUIRES), tmp_path)
     assert code == 0, result.get("error")
     assert list(step(result, "test")["data"]["tests"].values()) == ["1 passed"]
@@ -54,9 +57,10 @@ def test_the_packages_own_tests_run_after_fix_and_are_counted(tmp_path: Path) ->
     assert list((tmp_path / "chan" / "linux-64").glob("hello-tested-*.conda"))
 
 
-def test_a_test_that_fails_in_the_installed_package_stops_the_publish(tmp_path: Path) -> None:
-    # Passes in conda-build's own build prefix (no conda-meta there), fails in a real environment:
-    # only a test run on the package after fix can see it.
+def test_a_test_that_fails_in_the_installed_package_stops_the_publish(standin: None, tmp_path: Path) -> None:
+    # Stand-in: mirrors a package whose tests conda-build passed and whose fixed package fails them (the
+    # stand-in runs them in the build prefix, with no conda-meta there; the real tool runs them in a test
+    # environment, so this exact test fails inside `conda build`, see the next test for that path).
     meta = NO_REQUIRES + '    - test ! -d "$PREFIX/conda-meta"\n'
     code, result = build(make_tested_recipe(tmp_path, meta=meta), tmp_path)
     assert code == 1
@@ -65,7 +69,18 @@ def test_a_test_that_fails_in_the_installed_package_stops_the_publish(tmp_path: 
     assert not list((tmp_path / "chan").glob("*/hello-tested-*.conda"))
 
 
-def test_a_test_requirement_in_no_channel_is_named(tmp_path: Path) -> None:
+def test_a_test_requirement_in_no_channel_is_named(real_conda: Path, tmp_path: Path) -> None:
+    # Real conda-build solves test/requires when it tests the package inside `conda build`: the error
+    # ends in its cause line naming bash and the channels searched.
     code, result = build(make_tested_recipe(tmp_path), tmp_path)  # test/requires: bash
     assert code == 1
-    assert "test requires bash" in result["error"]
+    assert "bash" in result["error"] and "channels searched:" in result["error"], result["error"]
+    assert "dependency not found in the channels" in result["error"]
+
+
+def test_a_failing_test_fails_inside_the_real_conda_build(real_conda: Path, tmp_path: Path) -> None:
+    meta = NO_REQUIRES + '    - test ! -d "$PREFIX/conda-meta"\n'
+    code, result = build(make_tested_recipe(tmp_path, meta=meta), tmp_path)
+    assert code == 1
+    assert "conda build exited with 1" in result["error"], result["error"]
+    assert not list((tmp_path / "chan").glob("*/hello-tested-*.conda"))
