@@ -89,7 +89,8 @@ def _explicit_compile_cache(settings: Settings) -> tuple[tuple[str, str], ...]:
     type=click.Choice(ENGINE_NAMES),
     default="auto",
     show_default=True,
-    help="auto: conda-build when `conda build` is installed, else rattler-build.",
+    help="auto: conda-build when `conda build` (or `conda-build`) runs here, else rattler-build; "
+    "a recipe dir with one format gets the engine that reads it.",
 )
 @output_dir_option("Local channel the packages go into (also the first channel searched).")
 @work_dir_option("Rendered recipes, engine scratch space and build logs.")
