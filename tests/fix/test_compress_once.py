@@ -190,6 +190,8 @@ def standin_conda(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 def test_conda_build_packs_at_the_draft_level_and_condapipe_publishes_the_default(
     standin_conda: Path, tmp_path: Path
 ) -> None:
+    # Stand-in: it records every argv (the real conda build keeps none); it mirrors the real tool's
+    # `--zstd-compression-level` flag, which the real-tool tests in tests/engines pass the same way.
     report = build_json(str(RECIPES / "hello-v0"), "--engine", "conda-build", "--no-test", cwd=tmp_path)
     argvs = [json.loads(line) for line in standin_conda.read_text().splitlines()]
     builds = [argv for argv in argvs if "--output-folder" in argv]
