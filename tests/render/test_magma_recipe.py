@@ -49,10 +49,13 @@ def test_the_cmake4_cmp0037_patch_follows_the_magma_version(
     assert ("cmake4-drop-cmp0037-old.patch" in (recipe / "recipe.yaml").read_text()) is has_cmp0037_patch
 
 
-def test_cuda12_leaves_out_only_the_texture_gemm_kernels(tmp_path: Path) -> None:
-    patch = (_render(tmp_path, "--cuda", "12.4") / "cuda12-drop-fermi-kernels-2.6.patch").read_text()
-    assert 'EXCLUDE REGEX "magmablas/[sdcz]gemm_fermi\\\\.cu$"' in patch
-    assert "gemv_fermi\\\\.cu" not in patch.replace("*gemv_fermi.cu", "")
+def test_cuda12_keeps_the_gemm_kernels_on_their_texture_free_path(tmp_path: Path) -> None:
+    recipe = _render(tmp_path, "--cuda", "12.4")
+    patch = (recipe / "cuda12-fermi-gemm-no-texture-2.6.patch").read_text()
+    # no source file is left out of the build (magmablas_?gemm lives only in ?gemm_fermi.cu) ...
+    assert "EXCLUDE" not in patch and "CMakeLists" not in patch
+    # ... the texture path is only taken where texture references still exist
+    assert patch.count("#if defined(MAGMA_HAVE_CUDA) && CUDA_VERSION < 12000") == 4
 
 
 def test_a_release_tarball_is_a_source_too(tmp_path: Path) -> None:

@@ -84,7 +84,7 @@ def test_nightly_and_local_versions_are_scoped_like_their_release():
     assert "pytorch-select-compute-arch-two-digit-major-2.4" in ids("pytorch", "2.5.0a0", "12.8")
 
 
-def test_magma_2_6_1_for_cuda_12_gets_the_pytorch_style_static_build_and_drops_fermi_kernels():
+def test_magma_2_6_1_for_cuda_12_gets_the_pytorch_style_static_build_and_texture_free_gemm():
     assert ids("magma", "2.6.1", "12.6") == [
         "magma-cmake4-policy-minimum",
         "magma-cmakelists-static-pic",
@@ -92,7 +92,7 @@ def test_magma_2_6_1_for_cuda_12_gets_the_pytorch_style_static_build_and_drops_f
         "magma-thread-queue-no-exceptions",
         "magma-getrf-batched-smallsq-noshfl-2.6",
         "magma-getrf-batched-recnb-16",
-        "magma-cuda12-drop-fermi-kernels",
+        "magma-cuda12-fermi-gemm-no-texture",
     ]
 
 
@@ -167,6 +167,6 @@ def test_selection_is_a_stable_subsequence_of_the_catalog_without_conflicting_va
 def test_magma_2_7_0_still_drops_the_fermi_kernels_for_cuda_12_and_2_7_1_has_none_to_drop():
     # magma v2.7.0 still builds magmablas/zgemm_fermi.cu (texture references, gone in CUDA 12);
     # v2.7.1 deleted it (icl-utk-edu/magma tags).
-    assert "magma-cuda12-drop-fermi-kernels" in ids("magma", "2.7.0", "12.1")
-    assert "magma-cuda12-drop-fermi-kernels" not in ids("magma", "2.7.1", "12.1")
-    assert "magma-cuda12-drop-fermi-kernels" not in ids("magma", "2.7.0", "11.8")
+    assert "magma-cuda12-fermi-gemm-no-texture" in ids("magma", "2.7.0", "12.1")
+    assert "magma-cuda12-fermi-gemm-no-texture" not in ids("magma", "2.7.1", "12.1")
+    assert "magma-cuda12-fermi-gemm-no-texture" not in ids("magma", "2.7.0", "11.8")
