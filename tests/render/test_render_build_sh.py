@@ -214,3 +214,45 @@ def test_magma_build_refuses_an_nvcc_of_another_cuda(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert f"builds {variant['magma_package']} for CUDA {other}" in proc.stderr
     assert not (tmp_path / "build").exists()
+
+
+# setup.py never reads CMAKE_ARGS (a dead -DCMAKE_ARGS cache entry) and no release reads
+# EXTRA_CAFFE2_CMAKE_FLAGS: CMake options reach PyTorch's CMake only as the environment variables
+# setup.py forwards (BUILD_*, USE_*, CMAKE_* and a fixed list; the real forwarding is exercised on
+# real trees by test_pytorch_real_tree_upstream.py). build.sh exports CMAKE_ARGS' -D options so.
+@pytest.mark.parametrize("version", ["1.13.1", "2.4.1"])
+def test_cmake_args_reach_setup_py_as_the_variables_it_forwards(tmp_path: Path, version: str) -> None:
+    recipe = _render(tmp_path, "pytorch", "--version", version, "--cuda", "cpu", "--python", "3.10")
+    cmake_args = (
+        "-DUSE_FBGEMM=OFF -DCMAKE_BUILD_TYPE:STRING=RelWithDebInfo -DBUILD_CAFFE2=0 "
+        "-DCMAKE_INSTALL_PREFIX=/somewhere -DWERROR=1 -DSOME_UNKNOWN=1"
+    )
+    proc, record = _run_pytorch_build(tmp_path, recipe, {"CMAKE_ARGS": cmake_args})
+    assert proc.returncode == 0, proc.stderr
+    env = record["env"]
+    assert env["USE_FBGEMM"] == "OFF" and env["BUILD_CAFFE2"] == "0" and env["WERROR"] == "1"
+    assert env["CMAKE_BUILD_TYPE"] == "RelWithDebInfo"  # the :TYPE is CMake's, not part of the value
+    assert "CMAKE_INSTALL_PREFIX" not in env  # setup.py refuses it: it installs into the tree itself
+    # a name setup.py would not pass on is said, not silently lost; CMAKE_ARGS itself is not left
+    # for setup.py to turn into a dead cache entry
+    assert "SOME_UNKNOWN" not in env and "-DSOME_UNKNOWN" in proc.stderr
+    assert "CMAKE_ARGS" not in env
+
+
+def test_a_cmake_args_value_is_never_run_as_code(tmp_path: Path) -> None:
+    recipe = _render(tmp_path, "pytorch", "--version", "2.4.1", "--cuda", "cpu", "--python", "3.10")
+    marker = tmp_path / "PWNED"
+    cmake_args = f"-DUSE_X=$(touch${{IFS}}{marker}) -DUSE_Y=`touch {marker}`"
+    proc, record = _run_pytorch_build(tmp_path, recipe, {"CMAKE_ARGS": cmake_args})
+    assert proc.returncode == 0, proc.stderr
+    assert not marker.exists()
+    assert record["env"]["USE_X"] == f"$(touch${{IFS}}{marker})"
+
+
+@pytest.mark.parametrize("version", ["1.13.1", "2.6.0"])
+def test_no_recipe_passes_extra_caffe2_cmake_flags(tmp_path: Path, version: str) -> None:
+    recipe = _render(tmp_path, "pytorch", "--version", version, "--cuda", "cpu", "--python", "3.10")
+    assert "EXTRA_CAFFE2_CMAKE_FLAGS" not in (recipe / "meta.yaml").read_text()
+    assert "EXTRA_CAFFE2_CMAKE_FLAGS" not in (recipe / "recipe.yaml").read_text()
+    exported = [line for line in (recipe / "build.sh").read_text().splitlines() if "EXTRA_CAFFE2" in line]
+    assert all(line.lstrip().startswith("#") for line in exported)  # named only in the comment saying why
