@@ -36,6 +36,18 @@ needs_git = pytest.mark.skipif(
 )
 
 
+def ignored_by_git(paths: list[str]) -> list[str]:
+    """The repository-relative paths .gitignore matches (tracked or not)."""
+    return subprocess.run(
+        ["git", "check-ignore", "--no-index", "--stdin"],
+        cwd=REPO,
+        input="\n".join(paths),
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split()
+
+
 def test_no_package_folder_is_named_like_build_output_or_tests() -> None:
     folders = [p for p in PACKAGE_DIR.rglob("*") if p.is_dir() and p.name != "__pycache__"]
     offenders = sorted(str(p.relative_to(REPO)) for p in folders if p.name in NOT_SOURCE_NAMES)
@@ -47,14 +59,7 @@ def test_no_source_file_under_pipeline_is_ignored_by_git() -> None:
     sources = [str(p.relative_to(REPO)) for p in PACKAGE_DIR.rglob("*") if p.is_file()]
     sources = [s for s in sources if "__pycache__" not in s and not s.endswith(".pyc")]
     assert sources
-    ignored = subprocess.run(
-        ["git", "check-ignore", "--no-index", "--stdin"],
-        cwd=REPO,
-        input="\n".join(sources),
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.split()
+    ignored = ignored_by_git(sources)
     assert not ignored, f".gitignore matches source files: {ignored}"
 
 
@@ -63,12 +68,5 @@ def test_a_new_module_in_any_stage_folder_would_be_seen_by_git() -> None:
     # The check above covers today's files; a module added tomorrow must not be ignored either.
     stage_dirs = [p for p in PACKAGE_DIR.iterdir() if p.is_dir() and p.name != "__pycache__"]
     names = [str((d / "new_module.py").relative_to(REPO)) for d in stage_dirs]
-    ignored = subprocess.run(
-        ["git", "check-ignore", "--no-index", "--stdin"],
-        cwd=REPO,
-        input="\n".join(names),
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.split()
+    ignored = ignored_by_git(names)
     assert not ignored, ignored

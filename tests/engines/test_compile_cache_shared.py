@@ -275,11 +275,11 @@ def test_condapipe_build_on_a_second_runner_takes_cuda_objects_from_the_store(
 ) -> None:
     """Through the real `condapipe build` and rattler-build: the engine's build folder has no random
     or time-stamped part, so a second runner with the same checkout path hits for C++ and CUDA."""
-    from test_libtorch_standin_e2e import CUDA_SETTINGS, _recipe_dependencies, _stub_package
+    from libtorch_standin_helpers import CUDA_SETTINGS, recipe_dependencies, stub_package
 
     stubs = tmp_path / "stubs"  # the conda packages the recipe asks for, magma-cuda130 among them
-    for name in sorted(_recipe_dependencies(CUDA_SETTINGS)):
-        _stub_package(stubs, name)
+    for name in sorted(recipe_dependencies(CUDA_SETTINGS)):
+        stub_package(stubs, name)
     index_channel(stubs)
     runner = tmp_path / "runner"
     first, first_s = _condapipe_build_on_a_machine(tmp_path / "machine-a", runner, redis, stubs)

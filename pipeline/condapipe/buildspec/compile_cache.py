@@ -107,27 +107,19 @@ def shared_cache_dir(work_dir: Path) -> str:
     return str((work_dir / "compile-cache").resolve())
 
 
-def decide_compile_cache(
-    chosen: str | None,
+def shared_compile_cache(
     *,
     environ: Mapping[str, str],
     pythons: int,
     work_dir: Path,
     recipe_passes_it: bool,
     ccache_found: bool,
-) -> tuple[CompileCache | None, str]:
-    """The one place the compile cache of a build is decided, and why (for the CLI to print).
-
-    `chosen` (--compile-cache, else the config file's compile_cache) always wins; a cache the user
-    set in the environment (CONDAPIPE_COMPILE_CACHE) is left alone; otherwise several Pythons of a
-    family whose build.sh takes the cache share one under the work dir, so the C++ core is
-    compiled once (needs ccache)."""
-    if chosen:
-        cache = resolve_compile_cache(chosen, environ)
-        return cache, f"compile cache: {cache.display}"
-    if environ.get(COMPILE_CACHE_ENV):
-        return None, ""
-    if pythons < 2 or not recipe_passes_it or not ccache_found:
-        return None, ""
+) -> CompileCache | None:
+    """The cache a build gets when the user named none (--compile-cache or the config file's
+    compile_cache, which resolve_compile_cache turns into environment): several Pythons of a family
+    whose build.sh takes the cache share one under the work dir, so the C++ core is compiled once
+    (needs ccache). A cache the user set in the environment (CONDAPIPE_COMPILE_CACHE) is left alone."""
+    if environ.get(COMPILE_CACHE_ENV) or pythons < 2 or not recipe_passes_it or not ccache_found:
+        return None
     path = shared_cache_dir(work_dir)
-    return CompileCache("directory", path, ((COMPILE_CACHE_ENV, path),)), ""
+    return CompileCache("directory", path, ((COMPILE_CACHE_ENV, path),))

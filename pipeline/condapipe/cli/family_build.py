@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from condapipe.buildspec.build_spec import BuildSpec
-from condapipe.buildspec.compile_cache import COMPILE_CACHE_ENV, decide_compile_cache
+from condapipe.buildspec.compile_cache import COMPILE_CACHE_ENV, shared_compile_cache
 from condapipe.cli.output import console, err_console, print_json
 from condapipe.doctor import DoctorReport, Machine, run_doctor
 from condapipe.errors import CondapipeError
@@ -70,8 +70,7 @@ def preflight(
     for key, value in report.build_env:
         merged.setdefault(key, value)
     if COMPILE_CACHE_ENV not in merged:
-        shared, _ = decide_compile_cache(
-            None,
+        shared = shared_compile_cache(
             environ=os.environ,
             pythons=len(spec.pythons),
             work_dir=work_dir,

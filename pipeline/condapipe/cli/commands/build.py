@@ -65,20 +65,14 @@ def _tool_channel(work_dir: Path, dry_run: bool) -> str:
 
 def _explicit_compile_cache(settings: Settings) -> tuple[tuple[str, str], ...]:
     """--compile-cache (else the config file's compile_cache) as build environment; () for none."""
-    from condapipe.buildspec.compile_cache import decide_compile_cache
+    if not settings.compile_cache:
+        return ()
+    from condapipe.buildspec.compile_cache import resolve_compile_cache
     from condapipe.cli.output import err_console
 
-    cache, line = decide_compile_cache(
-        settings.compile_cache,
-        environ=os.environ,
-        pythons=0,
-        work_dir=Path.cwd(),
-        recipe_passes_it=False,
-        ccache_found=False,
-    )
-    if line:
-        err_console.print(line, soft_wrap=True, markup=False, highlight=False)
-    return cache.env if cache else ()
+    cache = resolve_compile_cache(settings.compile_cache, os.environ)
+    err_console.print(f"compile cache: {cache.display}", soft_wrap=True, markup=False, highlight=False)
+    return cache.env
 
 
 @click.command("build")
