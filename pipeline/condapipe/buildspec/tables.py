@@ -337,3 +337,8 @@ __all__ = [
     "pytorch_info",
     "pytorch_versions",
 ]
+
+
+def pypi_conda_names() -> dict[str, str]:
+    """PyPI distribution (PEP 503 name) -> conda-forge package name, where the two differ."""
+    return dict(_load("pypi_conda_names.yaml")["names"])

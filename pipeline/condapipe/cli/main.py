@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "plan",
     "build",
     "index",
+    "wheels",
     "upload",
     "patches",
     "config",

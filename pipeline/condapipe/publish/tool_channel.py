@@ -19,23 +19,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import io
-import json
-import os
 import stat
 import sysconfig
-import tarfile
-import tempfile
-import time
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path, PurePosixPath
 
-import zstandard
-
 from condapipe.errors import EnvironmentProblem, UsageError
+from condapipe.package.conda_writer import PackageFile, index_json, write_conda
 from condapipe.publish.channel import index_channel
 
 TOOLS = ("cmake", "ninja")
@@ -193,73 +186,20 @@ def default_sources(names: Iterable[str] = TOOLS) -> list[ToolSource]:
 # ------------------------------------------------------------------------------- writing
 
 
-def _tar_zst(members: Iterator[tuple[str, bytes, int]]) -> bytes:
-    """A deterministic tar (sorted, mtime 0, root-owned) compressed with zstd."""
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for path, data, mode in members:
-            info = tarfile.TarInfo(path)
-            info.size, info.mode, info.mtime, info.uid, info.gid = len(data), mode, 0, 0, 0
-            info.uname = info.gname = ""
-            tar.addfile(info, io.BytesIO(data))
-    return zstandard.ZstdCompressor(level=9, threads=-1).compress(raw.getvalue())
-
-
 def package_name(tool: ToolSource) -> str:
     return f"{tool.name}-{tool.version}-{BUILD_STRING}"
 
 
 def write_package(tool: ToolSource, subdir_dir: Path, subdir: str) -> Path:
     """Write `<name>-<version>-pypi_wheel_0.conda` into `subdir_dir` (temp name, then rename)."""
-    stem = package_name(tool)
-    index = {
-        "name": tool.name,
-        "version": tool.version,
-        "build": BUILD_STRING,
-        "build_number": 0,
-        "depends": [],
-        "license": tool.license,
-        "subdir": subdir,
-        "arch": _ARCH.get(subdir),
-        "platform": subdir.split("-")[0],
-        "timestamp": int(time.time() * 1000),
-    }
-    paths = [
-        {
-            "_path": f.path,
-            "path_type": "hardlink",
-            "sha256": hashlib.sha256(f.data).hexdigest(),
-            "size_in_bytes": len(f.data),
-        }
-        for f in tool.files
-    ]
     about = {
         "summary": f"{tool.name} repackaged by condapipe from its PyPI wheel (build tool, offline builds)",
         "description": f"Files of {tool.origin}, laid out as a conda package.",
         "license": tool.license,
     }
-    info = {
-        "info/index.json": json.dumps(index, indent=2, sort_keys=True).encode(),
-        "info/paths.json": json.dumps({"paths": paths, "paths_version": 1}, indent=2).encode(),
-        "info/files": "".join(f.path + "\n" for f in tool.files).encode(),
-        "info/about.json": json.dumps(about, indent=2, sort_keys=True).encode(),
-    }
-    pkg_tar = _tar_zst((f.path, f.data, 0o755 if f.executable else 0o644) for f in tool.files)
-    info_tar = _tar_zst((p, d, 0o644) for p, d in sorted(info.items()))
-    subdir_dir.mkdir(parents=True, exist_ok=True)
-    dest = subdir_dir / f"{stem}.conda"
-    fd, tmp = tempfile.mkstemp(prefix=f".{stem}.", suffix=".part", dir=subdir_dir)
-    try:
-        with os.fdopen(fd, "wb") as fh, zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_STORED) as z:
-            z.writestr("metadata.json", json.dumps({"conda_pkg_format_version": 2}))
-            z.writestr(f"pkg-{stem}.tar.zst", pkg_tar)
-            z.writestr(f"info-{stem}.tar.zst", info_tar)
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the package from a channel server
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return dest
+    files = [PackageFile(f.path, f.data, f.executable) for f in tool.files]
+    index = index_json(tool.name, tool.version, BUILD_STRING, subdir, license_=tool.license)
+    return write_conda(subdir_dir, index, files, about)
 
 
 def make_tool_channel(

@@ -1,0 +1,138 @@
+"""Write a `.conda` package from files held in memory or on disk, without conda-build.
+
+condapipe makes a few packages itself for offline builds (build tools and host Python packages
+repackaged from PyPI wheels, a `python` that is a venv of this machine's interpreter). They must be
+ordinary packages any conda client installs: a zip (stored) of `metadata.json`, `pkg-<stem>.tar.zst`
+and `info-<stem>.tar.zst`, with `info/index.json`, `info/paths.json`, `info/files` and
+`info/about.json`, as conda-package-handling writes them. Tars are deterministic (sorted, mtime 0,
+root-owned) and streamed through zstd into temp files, so a wheel of several hundred MB (mkl) is
+never held in memory twice; the package is written under a temp name and renamed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tarfile
+import tempfile
+import zipfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import zstandard
+
+# The prefix placeholder conda and rattler replace in text files at install time.
+PREFIX_PLACEHOLDER = "/opt/anaconda1anaconda2anaconda3"
+_ZSTD_LEVEL = 9
+_ARCH = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}
+
+
+@dataclass(frozen=True)
+class PackageFile:
+    """One entry of a package: a regular file (`data`) or a symbolic link (`link_target`)."""
+
+    path: str  # relative posix path inside the prefix
+    data: bytes = b""
+    executable: bool = False
+    link_target: str | None = None
+    has_prefix: bool = False  # text file holding PREFIX_PLACEHOLDER
+
+    @property
+    def mode(self) -> int:
+        return 0o777 if self.link_target is not None else (0o755 if self.executable else 0o644)
+
+
+def index_json(
+    name: str, version: str, build: str, subdir: str, depends: Iterable[str] = (), license_: str = ""
+) -> dict[str, Any]:
+    """The index.json of a package made here: build number 0, the platform taken from the subdir."""
+    return {
+        "name": name,
+        "version": version,
+        "build": build,
+        "build_number": 0,
+        "depends": sorted(set(depends)),
+        "license": license_,
+        "subdir": subdir,
+        "arch": _ARCH.get(subdir),
+        "platform": None if subdir == "noarch" else subdir.split("-")[0],
+        "timestamp": 0,
+    }
+
+
+def _paths_entry(f: PackageFile) -> dict[str, Any]:
+    if f.link_target is not None:
+        return {"_path": f.path, "path_type": "softlink", "size_in_bytes": len(f.link_target)}
+    entry: dict[str, Any] = {
+        "_path": f.path,
+        "path_type": "hardlink",
+        "sha256": hashlib.sha256(f.data).hexdigest(),
+        "size_in_bytes": len(f.data),
+    }
+    if f.has_prefix:
+        entry.update(prefix_placeholder=PREFIX_PLACEHOLDER, file_mode="text")
+    return entry
+
+
+def _write_tar_zst(dest: Path, files: Iterable[PackageFile]) -> None:
+    """Stream a deterministic tar of `files` through zstd into `dest`."""
+    compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL, threads=-1)
+    with (
+        dest.open("wb") as raw,
+        compressor.stream_writer(raw, closefd=False) as zst,
+        tarfile.open(fileobj=zst, mode="w|", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        for f in sorted(files, key=lambda f: f.path):
+            info = tarfile.TarInfo(f.path)
+            info.mode, info.mtime, info.uid, info.gid = f.mode, 0, 0, 0
+            info.uname = info.gname = ""
+            if f.link_target is not None:
+                info.type, info.linkname = tarfile.SYMTYPE, f.link_target
+                tar.addfile(info)
+            else:
+                info.size = len(f.data)
+                tar.addfile(info, io.BytesIO(f.data))
+
+
+def write_conda(
+    dest_dir: Path,
+    index: dict[str, Any],
+    files: Iterable[PackageFile],
+    about: dict[str, Any],
+    extra_info: dict[str, bytes] | None = None,
+) -> Path:
+    """Write `<name>-<version>-<build>.conda` into `dest_dir` (temp name, then rename); its path."""
+    files = sorted(files, key=lambda f: f.path)
+    stem = f"{index['name']}-{index['version']}-{index['build']}"
+    has_prefix = [f for f in files if f.has_prefix]
+    info: dict[str, bytes] = {
+        "info/index.json": json.dumps(index, indent=2, sort_keys=True).encode(),
+        "info/paths.json": json.dumps(
+            {"paths": [_paths_entry(f) for f in files], "paths_version": 1}, indent=2
+        ).encode(),
+        "info/files": "".join(f.path + "\n" for f in files).encode(),
+        "info/about.json": json.dumps(about, indent=2, sort_keys=True).encode(),
+        **(extra_info or {}),
+    }
+    if has_prefix:
+        info["info/has_prefix"] = "".join(
+            f"{PREFIX_PLACEHOLDER} text {f.path}\n" for f in has_prefix
+        ).encode()
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    dest = dest_dir / f"{stem}.conda"
+    with tempfile.TemporaryDirectory(prefix=f".{stem}.", dir=dest_dir) as scratch:
+        pkg_tar, info_tar = Path(scratch, "pkg.tar.zst"), Path(scratch, "info.tar.zst")
+        _write_tar_zst(pkg_tar, files)
+        _write_tar_zst(info_tar, (PackageFile(p, d) for p, d in info.items()))
+        tmp = Path(scratch, "package.conda")
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as z:
+            z.writestr("metadata.json", json.dumps({"conda_pkg_format_version": 2}))
+            z.write(pkg_tar, f"pkg-{stem}.tar.zst")
+            z.write(info_tar, f"info-{stem}.tar.zst")
+        os.chmod(tmp, 0o644)  # a channel server must be able to read it
+        os.replace(tmp, dest)
+    return dest

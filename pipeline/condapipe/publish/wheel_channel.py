@@ -1,0 +1,319 @@
+"""A local channel of host Python packages made from PyPI wheels, and a `python` from this machine.
+
+A recipe's host environment (python, numpy, pyyaml, mkl, ...) is solved from conda channels. A
+machine without channel access still has pip: `pip download numpy==2.0.1 mkl==2023.1.0 ... -d DIR`
+fetches the same releases as wheels, and a wheel is an archive of the files a package installs
+(`site-packages/...`, plus `.data/` trees for scripts, headers and prefix data — Intel ships MKL's
+libraries that way, in the layout of its conda packages). condapipe lays each wheel out as a conda
+package (files under `lib/pythonX.Y/site-packages`, console scripts as `bin/` launchers with the
+prefix placeholder, `Requires-Dist` mapped to conda dependencies for that Python) and indexes the
+folder, so the engine solves the recipe unchanged.
+
+CPython itself has no wheel. `python` is made from the interpreter running condapipe as a *venv* of
+it (its binary linked under `bin/`, a `pyvenv.cfg` naming its home, no system site-packages): the
+standard mechanism `python -m venv` uses, so the host environment gets this CPython X.Y's headers and
+ABI and its own `lib/pythonX.Y/site-packages`, and nothing installed beside the interpreter leaks in.
+Such a package serves this machine only (its home is an absolute path); what the recipe builds with it
+is an ordinary package for CPython X.Y, as with conda-forge's python of the same minor version.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import platform
+import re
+import stat
+import sys
+import zipfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from packaging.markers import Marker, UndefinedEnvironmentName
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from condapipe.buildspec.tables import pypi_conda_names
+from condapipe.errors import EnvironmentProblem, UsageError
+from condapipe.package.conda_writer import PREFIX_PLACEHOLDER, PackageFile, index_json, write_conda
+from condapipe.publish.channel import index_channel
+
+PYTHON_BUILD = "machine_venv_0"
+_MAX_WHEEL_BYTES = 4 << 30  # mkl 2023.1's wheel expands to about 1 GB
+_MAX_MEMBERS = 200_000
+_WHEEL_NAME = re.compile(
+    r"^(?P<name>[A-Za-z0-9_.]+)-(?P<version>[A-Za-z0-9_.!+]+)(-\d[A-Za-z0-9_.]*)?"
+    r"-(?P<py>[A-Za-z0-9_.]+)-(?P<abi>[A-Za-z0-9_.]+)-(?P<plat>[A-Za-z0-9_.]+)\.whl$"
+)
+
+
+@dataclass(frozen=True)
+class TargetPython:
+    """The CPython the packages are for: `3.12` lays files under lib/python3.12/site-packages."""
+
+    version: str  # X.Y.Z
+
+    @property
+    def short(self) -> str:
+        return ".".join(self.version.split(".")[:2])
+
+    @property
+    def tag(self) -> str:
+        return "cp" + self.short.replace(".", "")
+
+    @property
+    def site_packages(self) -> str:
+        return f"lib/python{self.short}/site-packages"
+
+    @property
+    def dependency(self) -> str:
+        return f"python {self.short}.*"
+
+
+def running_python() -> TargetPython:
+    return TargetPython(platform.python_version())
+
+
+# ------------------------------------------------------------------------------- python itself
+
+
+def python_package_files(target: TargetPython) -> tuple[list[PackageFile], Path]:
+    """The files of a venv of the running interpreter, and the interpreter's real binary.
+
+    The binary is linked, not copied: a CPython built with a shared libpython finds it through
+    `$ORIGIN` of its real location, which a copy would lose.
+    """
+    real = Path(getattr(sys, "_base_executable", "") or sys.executable).resolve()
+    if not real.is_file() or platform.python_implementation() != "CPython":
+        raise EnvironmentProblem(
+            f"cannot make a python package from {real}: not a CPython binary",
+            "run condapipe with the CPython the host environment should use",
+        )
+    name = f"python{target.short}"
+    cfg = (
+        f"home = {real.parent}\ninclude-system-site-packages = false\n"
+        f"version = {target.version}\nexecutable = {real}\n"
+    )
+    files = [
+        PackageFile(f"bin/{name}", link_target=str(real)),
+        PackageFile("bin/python3", link_target=name),
+        PackageFile("bin/python", link_target=name),
+        PackageFile("pyvenv.cfg", cfg.encode()),
+        # An empty site-packages must exist for the venv's site to add it; conda carries no empty
+        # folders, so a marker file keeps it (as conda-forge's python keeps README).
+        PackageFile(f"{target.site_packages}/README.condapipe", b"Packages of this environment go here.\n"),
+    ]
+    return files, real
+
+
+def write_python_package(dest_dir: Path, subdir: str) -> Path:
+    target = running_python()
+    files, real = python_package_files(target)
+    about = {
+        "summary": f"A venv of this machine's CPython {target.version} ({real}) for offline host envs",
+        "description": "Made by condapipe (wheel-channel); serves the machine it was made on only.",
+        "license": "PSF-2.0",
+    }
+    index = index_json("python", target.version, PYTHON_BUILD, subdir, license_="PSF-2.0")
+    return write_conda(dest_dir, index, files, about)
+
+
+# ------------------------------------------------------------------------------- wheels
+
+
+@dataclass(frozen=True)
+class WheelPackage:
+    name: str  # conda name
+    version: str
+    build: str
+    depends: tuple[str, ...]
+    license: str
+    files: tuple[PackageFile, ...]
+    origin: str
+
+
+def conda_name(pypi_name: str) -> str:
+    """The conda-forge name of a PyPI distribution (data/pypi_conda_names.yaml), else its PEP 503 name."""
+    canonical = canonicalize_name(pypi_name)
+    return pypi_conda_names().get(canonical, canonical)
+
+
+def _conda_version(version: str) -> str:
+    """PEP 440 to conda: no '-' or '+' (a local label such as +cpu is dropped)."""
+    return version.split("+", 1)[0].replace("-", "_")
+
+
+def _marker_env(target: TargetPython) -> dict[str, str]:
+    return {
+        "python_version": target.short,
+        "python_full_version": target.version,
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "os_name": "posix",
+        "platform_machine": "x86_64",
+        "extra": "",
+    }
+
+
+def conda_dependency(requirement: str, target: TargetPython) -> str | None:
+    """A `Requires-Dist` line as a conda match spec for `target`; None when it does not apply."""
+    try:
+        req = Requirement(requirement)
+    except InvalidRequirement:
+        raise UsageError(f"unreadable Requires-Dist {requirement!r}") from None
+    if req.marker is not None:
+        try:
+            if not Marker(str(req.marker)).evaluate(_marker_env(target)):
+                return None
+        except UndefinedEnvironmentName:
+            return None
+    specs = [f"{s.operator.replace('===', '==')}{_conda_version(s.version)}" for s in req.specifier]
+    return " ".join([conda_name(req.name), ",".join(sorted(specs))]).strip()
+
+
+def _check_tags(path: Path, py: str, abi: str, plat: str, target: TargetPython) -> None:
+    """The wheel's tags must fit the target CPython on linux x86_64."""
+    if not set(py.split(".")) & {"py3", target.tag, "py" + target.short.replace(".", "")}:
+        raise UsageError(f"{path.name}: built for {py}, not for CPython {target.short}")
+    if abi not in ("none", "abi3", target.tag) and not abi.startswith(target.tag):
+        raise UsageError(f"{path.name}: ABI {abi} does not match CPython {target.short}")
+    if plat != "any" and not plat.endswith("x86_64"):
+        raise UsageError(f"{path.name}: platform {plat} is not linux x86_64")
+
+
+def _member_path(dist_data: str, name: str, posix: str, target: TargetPython) -> str:
+    """Where a wheel member goes in the prefix (its .data trees as pip installs them)."""
+    parts = PurePosixPath(posix).parts
+    if not parts or posix.startswith("/") or ".." in parts or any(p in ("", ".") for p in parts):
+        raise UsageError(f"wheel member {posix!r} is not a plain relative path")
+    if parts[0] == dist_data and len(parts) >= 3:
+        scheme, rest = parts[1], "/".join(parts[2:])
+        if scheme in ("purelib", "platlib"):
+            return f"{target.site_packages}/{rest}"
+        if scheme == "scripts":
+            return f"bin/{rest}"
+        if scheme == "headers":
+            return f"include/python{target.short}/{name}/{rest}"
+        if scheme == "data":
+            return rest
+        raise UsageError(f"wheel member {posix!r}: unknown .data scheme {scheme!r}")
+    return f"{target.site_packages}/{posix}"
+
+
+def _launcher(module: str, attr: str) -> bytes:
+    return (
+        f"#!{PREFIX_PLACEHOLDER}/bin/python\n"
+        "import re\nimport sys\n"
+        f"from {module} import {attr.split('.')[0]}\n"
+        "if __name__ == '__main__':\n"
+        "    sys.argv[0] = re.sub(r'(-script\\.pyw?|\\.exe)?$', '', sys.argv[0])\n"
+        f"    sys.exit({attr}())\n"
+    ).encode()
+
+
+def _entry_points(text: str) -> list[tuple[str, str, str]]:
+    """console_scripts of entry_points.txt as (script, module, attribute)."""
+    section, found = "", []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("["):
+            section = line.strip("[]").strip()
+        elif section == "console_scripts" and "=" in line:
+            script, _, target = (p.strip() for p in line.partition("="))
+            module, _, attr = target.partition(":")
+            ok = re.fullmatch(r"[A-Za-z0-9_.\-]+", script) and re.fullmatch(r"[A-Za-z_][\w.]*", module)
+            if ok and re.fullmatch(r"[A-Za-z_][\w.]*", attr.split()[0] if attr else ""):
+                found.append((script, module, attr.split()[0]))
+    return found
+
+
+def wheel_package(path: Path, target: TargetPython) -> WheelPackage:
+    """The conda package of one wheel file for `target`; the archive is read, never extracted."""
+    path = Path(path)
+    match = _WHEEL_NAME.match(path.name)
+    if not path.is_file() or match is None:
+        raise UsageError(f"{path}: not a wheel file (name-version-python-abi-platform.whl)")
+    _check_tags(path, match["py"], match["abi"], match["plat"], target)
+    dist_name, dist_version = match["name"], match["version"]
+    dist_info, dist_data = f"{dist_name}-{dist_version}.dist-info", f"{dist_name}-{dist_version}.data"
+    files: dict[str, PackageFile] = {}
+    total = 0
+    try:
+        with zipfile.ZipFile(path) as wheel:
+            infos = wheel.infolist()
+            if len(infos) > _MAX_MEMBERS:
+                raise UsageError(f"{path}: {len(infos)} members, more than a wheel of a package has")
+            meta = email.parser.BytesParser().parsebytes(wheel.read(f"{dist_info}/METADATA"))
+            for info in infos:
+                if info.is_dir() or stat.S_ISLNK(info.external_attr >> 16):
+                    continue
+                rel = _member_path(dist_data, canonicalize_name(dist_name), info.filename, target)
+                total += info.file_size
+                if total > _MAX_WHEEL_BYTES:
+                    raise UsageError(f"{path}: expands to more than {_MAX_WHEEL_BYTES >> 20} MiB")
+                data = wheel.read(info)
+                script = rel.startswith("bin/") and data.startswith(b"#!python")
+                if script:
+                    data = f"#!{PREFIX_PLACEHOLDER}/bin/python".encode() + data[len(b"#!python") :]
+                executable = script or bool((info.external_attr >> 16) & stat.S_IXUSR)
+                files[rel] = PackageFile(rel, data, executable, has_prefix=script)
+            entry_points = f"{dist_info}/entry_points.txt"
+            scripts = (
+                _entry_points(wheel.read(entry_points).decode()) if entry_points in wheel.namelist() else []
+            )
+    except KeyError as exc:
+        raise UsageError(f"{path}: not a wheel ({exc.args[0]} missing)") from None
+    except (zipfile.BadZipFile, OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: not a readable wheel ({exc})") from None
+    for script, module, attr in scripts:
+        rel = f"bin/{script}"
+        files.setdefault(rel, PackageFile(rel, _launcher(module, attr), True, has_prefix=True))
+    installer = f"{target.site_packages}/{dist_info}/INSTALLER"
+    files[installer] = PackageFile(installer, b"conda\n")
+    depends = [target.dependency]
+    for line in meta.get_all("Requires-Dist") or ():
+        dep = conda_dependency(line, target)
+        if dep is not None:
+            depends.append(dep)
+    build = f"{target.tag}_pypi_wheel_0"  # files sit under lib/pythonX.Y: one package per CPython
+    return WheelPackage(
+        name=conda_name(meta.get("Name") or dist_name),
+        version=_conda_version(meta.get("Version") or dist_version),
+        build=build,
+        depends=tuple(depends),
+        license=str(meta.get("License-Expression") or meta.get("License") or "")[:200],
+        files=tuple(files[k] for k in sorted(files)),
+        origin=path.name,
+    )
+
+
+def write_wheel_package(pkg: WheelPackage, dest_dir: Path, subdir: str) -> Path:
+    about = {
+        "summary": f"{pkg.name} repackaged by condapipe from the PyPI wheel {pkg.origin}",
+        "description": "Files of the wheel laid out as a conda package, for offline host environments.",
+        "license": pkg.license,
+    }
+    index = index_json(pkg.name, pkg.version, pkg.build, subdir, pkg.depends, pkg.license)
+    return write_conda(dest_dir, index, pkg.files, about)
+
+
+def make_wheel_channel(
+    channel_dir: Path, wheels: Iterable[Path], *, with_python: bool = True, subdir: str = "linux-64"
+) -> list[Path]:
+    """Each wheel as a conda package for the running CPython (and that CPython as `python`); indexed."""
+    channel_dir = Path(channel_dir)
+    target = running_python()
+    packages = [wheel_package(w, target) for w in wheels]  # every wheel checked before anything is written
+    seen: dict[str, str] = {}
+    for pkg in packages:
+        if pkg.name in seen:
+            raise UsageError(f"two wheels of {pkg.name}: {seen[pkg.name]} and {pkg.origin}; keep one")
+        seen[pkg.name] = pkg.origin
+    written = [write_wheel_package(p, channel_dir / subdir, subdir) for p in packages]
+    if with_python:
+        written.append(write_python_package(channel_dir / subdir, subdir))
+    (channel_dir / "noarch").mkdir(parents=True, exist_ok=True)
+    index_channel(channel_dir)
+    return written
