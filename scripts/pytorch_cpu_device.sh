@@ -38,7 +38,7 @@ setup)
     "$py" -c 'import sys, tarfile, zstandard
 with open(sys.argv[1], "rb") as fh, zstandard.ZstdDecompressor().stream_reader(fh) as z, tarfile.open(fileobj=z, mode="r|") as t:
     t.extractall(sys.argv[2], filter="data")' "$stage/pytorch-2.6.0-cpu.tar.zst" /root/src
-    cat /root/src/pytorch-v2.6.0/version.txt
+    cat /root/src/pytorch-2.6.0/version.txt
     condapipe wheels "$stage"/host --to /root/host-channel
     echo "setup took $(( $(t0) - s )) s"
     ;;
@@ -46,7 +46,7 @@ start)
     cd /root
     # MAX_JOBS: all 16 cores (128 GiB: ~8 GiB a job is far more than a CPU TU needs).
     setsid nohup env MAX_JOBS=16 condapipe build pytorch --version 2.6.0 --python 3.12 --cuda cpu \
-        --source /root/src/pytorch-v2.6.0 --engine rattler-build --build-tools wheels \
+        --source /root/src/pytorch-2.6.0 --engine rattler-build --build-tools wheels \
         -c /root/host-channel --override-channels --output-dir /root/channel --work-dir /root/work \
         >"$log" 2>&1 </dev/null &
     echo "started at $(date -u +%FT%TZ) (pid $!)" | tee /root/started

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (tree / "version.txt").is_file() or not (tree / "setup.py").is_file():
         print(f"error: {tree} is not a PyTorch source tree (no version.txt/setup.py)", file=sys.stderr)
         return 2
-    top = f"pytorch-v{(tree / 'version.txt').read_text().strip()}"
+    top = tree.name  # the folder --source gets on the other machine
     tmp = args.out.with_name(f".{args.out.name}.part")
     raw = 0
     cctx = zstandard.ZstdCompressor(level=args.level, threads=-1)

@@ -341,4 +341,9 @@ __all__ = [
 
 def pypi_conda_names() -> dict[str, str]:
     """PyPI distribution (PEP 503 name) -> conda-forge package name, where the two differ."""
-    return dict(_load("pypi_conda_names.yaml")["names"])
+    return dict(_load("wheel_packages.yaml")["names"])
+
+
+def wheel_dev_links() -> dict[str, dict[str, str]]:
+    """-devel packages whose unversioned library links a wheel cannot carry (wheel_packages.yaml)."""
+    return {name: dict(rule) for name, rule in _load("wheel_packages.yaml")["dev_links"].items()}

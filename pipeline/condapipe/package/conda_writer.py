@@ -27,7 +27,7 @@ import zstandard
 
 # The prefix placeholder conda and rattler replace in text files at install time.
 PREFIX_PLACEHOLDER = "/opt/anaconda1anaconda2anaconda3"
-_ZSTD_LEVEL = 9
+_ZSTD_LEVEL = 3  # local channels: writing fast matters more than a few % of size
 _ARCH = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}
 
 

@@ -26,14 +26,14 @@ import stat
 import sys
 import zipfile
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from packaging.markers import Marker, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from condapipe.buildspec.tables import pypi_conda_names
+from condapipe.buildspec.tables import pypi_conda_names, wheel_dev_links
 from condapipe.errors import EnvironmentProblem, UsageError
 from condapipe.package.conda_writer import PREFIX_PLACEHOLDER, PackageFile, index_json, write_conda
 from condapipe.publish.channel import index_channel
@@ -133,7 +133,7 @@ class WheelPackage:
 
 
 def conda_name(pypi_name: str) -> str:
-    """The conda-forge name of a PyPI distribution (data/pypi_conda_names.yaml), else its PEP 503 name."""
+    """The conda-forge name of a PyPI distribution (data/wheel_packages.yaml), else its PEP 503 name."""
     canonical = canonicalize_name(pypi_name)
     return pypi_conda_names().get(canonical, canonical)
 
@@ -289,6 +289,23 @@ def wheel_package(path: Path, target: TargetPython) -> WheelPackage:
     )
 
 
+def _with_dev_links(pkg: WheelPackage, packages: list[WheelPackage]) -> WheelPackage:
+    """A -devel package with the unversioned library links its conda package has (wheel_packages.yaml)."""
+    rule = wheel_dev_links().get(pkg.name)
+    if rule is None:
+        return pkg
+    base = next((p for p in packages if p.name == rule["of"] and p.version == pkg.version), None)
+    if base is None:
+        raise UsageError(f"{pkg.origin}: {pkg.name} needs the {rule['of']} {pkg.version} wheel beside it")
+    suffix = rule["suffix"]
+    links = [
+        PackageFile(f.path[: -len(suffix)], link_target=PurePosixPath(f.path).name)
+        for f in base.files
+        if PurePosixPath(f.path).match(rule["glob"]) and f.path.endswith(suffix)
+    ]
+    return replace(pkg, files=tuple(sorted((*pkg.files, *links), key=lambda f: f.path)))
+
+
 def write_wheel_package(pkg: WheelPackage, dest_dir: Path, subdir: str) -> Path:
     about = {
         "summary": f"{pkg.name} repackaged by condapipe from the PyPI wheel {pkg.origin}",
@@ -311,6 +328,7 @@ def make_wheel_channel(
         if pkg.name in seen:
             raise UsageError(f"two wheels of {pkg.name}: {seen[pkg.name]} and {pkg.origin}; keep one")
         seen[pkg.name] = pkg.origin
+    packages = [_with_dev_links(p, packages) for p in packages]
     written = [write_wheel_package(p, channel_dir / subdir, subdir) for p in packages]
     if with_python:
         written.append(write_python_package(channel_dir / subdir, subdir))

@@ -134,11 +134,16 @@ def _match_spec(name: str, pin: str) -> str:
     return f"{name} {pin}"
 
 
-def _pinned(name: str, series: tables.PytorchInfo, pythons: Sequence[str]) -> list[Dep]:
-    """One host dep, or one per Python when the pin differs between the spec's Pythons."""
-    per_python = {py: _match_spec(name, series.pin(name, py)) for py in pythons} if pythons else {}
+def _pinned(
+    name: str, series: tables.PytorchInfo, pythons: Sequence[str], package: str | None = None
+) -> list[Dep]:
+    """One host dep, or one per Python when the pin differs between the spec's Pythons.
+
+    `package` asks for another package at `name`'s pin (mkl-devel at the mkl pin)."""
+    package = package or name
+    per_python = {py: _match_spec(package, series.pin(name, py)) for py in pythons} if pythons else {}
     if not per_python:
-        return [Dep(_match_spec(name, series.pin(name)))]
+        return [Dep(_match_spec(package, series.pin(name)))]
     if len(set(per_python.values())) == 1:
         return [Dep(next(iter(per_python.values())))]
     return [Dep(spec, When(python=f"=={py}")) for py, spec in per_python.items()]
@@ -176,8 +181,8 @@ def _requirements(spec: BuildSpec, series: tables.PytorchInfo, rows: list[dict[s
     host += [Dep(name) for name in data["host_requirements"]]
     if series.build_command.startswith("pip "):
         host.append(Dep("pip"))
-    blas_host = _pinned("mkl", series, spec.pythons) if spec.blas == "mkl" else []
-    blas_host += [Dep(name) for name in blas["host"]]
+    blas_host = _pinned("mkl", series, spec.pythons, blas.get("pinned_host")) if spec.blas == "mkl" else []
+    blas_host += [Dep(name) for name in blas.get("host", ())]
     host += [_on_platforms(d, blas.get("platforms", ())) for d in blas_host]
     if cuda_values and has_magma(spec):
         host.append(Dep("{{ magma_package }}", on_cuda))

@@ -12,6 +12,7 @@ export TH_BINARY_BUILD="1"
 export INSTALL_TEST="0"
 export BUILD_TEST="0"
 export PACKAGE_TYPE="conda"
+export CMAKE_GENERATOR="Ninja"
 export BLAS="MKL"
 export CMAKE_POLICY_VERSION_MINIMUM="3.5"
 
