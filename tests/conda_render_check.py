@@ -3,12 +3,12 @@
     python conda_render_check.py CHANNEL_URL CROOT RECIPE_DIR...
 
 For each recipe: `conda_build.api.render` (what `conda render` runs) with the recipe's own
-conda_build_config.yaml, only CHANNEL_URL as channel, and unsatisfiable variants refused as `conda
-build` refuses them (`conda render` alone only warns and prints the recipe unsolved), then `check_fields()` on every rendered
-variant (what `conda build --check` adds: its api.check is render + check_fields). One JSON line per
-recipe on stdout: {"recipe", "ok", "error"?, "outputs": [{"name", "version", "build", "build_number",
-"requirements", "check", "final"}]}; ok means every variant checked and solved ("final"). Loading conda once instead of once per recipe and command keeps the
-render tests to seconds per recipe.
+conda_build_config.yaml and only CHANNEL_URL as channel, an unsolvable build/host refused as `conda
+build` refuses it (`conda render` alone only warns and prints the recipe unsolved); then
+`check_fields()` on every rendered variant (what `conda build --check` adds: its api.check is
+render + check_fields). One JSON line per recipe on stdout: {"recipe", "ok", "error"?, "outputs":
+[{"name", "version", "build", "build_number", "requirements", "check", "final"}]}; ok: every variant
+checked and solved ("final"). Loading conda once, not once per recipe and command, keeps this fast.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def main(argv: list[str]) -> int:
                 "ok": bool(outputs) and all(o["check"] and o["final"] for o in outputs),
                 "outputs": outputs,
             }
-        except BaseException as exc:  # noqa: BLE001 - the real tool's own error is the result
+        except BaseException as exc:  # the real tool's own error (SystemExit included) is the result
             line = {"recipe": recipe, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
         print(json.dumps(line, default=str), flush=True)
     return 0
