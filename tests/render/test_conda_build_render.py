@@ -36,7 +36,9 @@ TESTS = Path(__file__).resolve().parent.parent
 # CUDA 13.0 is refused before rendering), then the families the goldens lack.
 CASES: dict[str, tuple[str, ...]] = {
     "pytorch-1.8.0-cuda11.0-py3.8": ("pytorch", "--version", "1.8.0", "--cuda", "11.0", "--python", "3.8"),
-    "pytorch-1.13.0-cuda11.8-py3.10": ("pytorch", "--version", "1.13.0", "--cuda", "11.8", "--python", "3.10"),
+    "pytorch-1.13.0-cuda11.8-py3.10": (
+        "pytorch", "--version", "1.13.0", "--cuda", "11.8", "--python", "3.10",
+    ),
     "pytorch-2.4.1-cuda12.8-py3.8-arch12.0": (
         "pytorch", "--version", "2.4.1", "--cuda", "12.8", "--python", "3.8", "--arch", "12.0",
     ),
