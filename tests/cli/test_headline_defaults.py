@@ -249,3 +249,38 @@ def test_the_results_keep_whole_package_file_names_at_80_columns(tmp_path: Path)
         console = Console(width=width, record=True, color_system=None, file=io.StringIO())
         print_summary(report, console)
         assert f"linux-64/{name}" in console.export_text(), width
+
+
+# ---------------------------------------------------------------- render chooses as build does
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("pytorch",), ("pytorch", "--cuda", "12.4"), ("libtorch", "--cuda", "cpu"), ("magma",)],
+    ids=["pytorch", "pytorch-cuda-12.4", "libtorch-cpu", "magma"],
+)
+def test_render_chooses_the_defaults_build_chooses_and_renders_what_build_renders(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    """`render X` and `build X --dry-run` go through one resolution: the same "chose" lines, and the
+    recipe render writes is the spec of the plan's render step for X (the machine: one CUDA 11.0
+    toolkit in /usr/local, no nvcc on PATH)."""
+    roots = tmp_path / "local"
+    (roots / "cuda-11.0" / "bin").mkdir(parents=True)
+    shutil.copy(STANDIN_NVCC, roots / "cuda-11.0" / "bin" / "nvcc")
+    env = no_nvcc_env(tmp_path, roots)
+    built = cli(tmp_path, "build", *args, "--dry-run", "--json", env=env)
+    rendered = cli(tmp_path, "render", *args, "-o", "recipe", "--json", env=env)
+    assert rendered.exit_code == 0, rendered.stderr
+
+    def chose(result) -> list[str]:  # type: ignore[no-untyped-def]
+        return [line for line in result.stderr.splitlines() if line.startswith(("chose ", "warning: "))]
+
+    assert chose(rendered) == chose(built)
+    assert any(line.startswith("chose ") for line in chose(rendered))
+    spec = json.loads(rendered.stdout)["spec"]
+    steps = [s for s in json.loads(built.stdout)["steps"] if s["id"].startswith(f"render:{args[0]}-")]
+    planned = steps[-1]["inputs"]["spec"]
+    for key in ("package", "version", "build_number", "pythons", "platform", "blas"):
+        assert planned[key] == spec[key], key
+    assert [v["cuda"] for v in planned["cuda_variants"]] == [v["cuda"] for v in spec["cuda_variants"]]

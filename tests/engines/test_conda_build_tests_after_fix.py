@@ -58,9 +58,11 @@ def test_the_packages_own_tests_run_after_fix_and_are_counted(real_conda: Path, 
 
 
 def test_a_test_that_fails_in_the_installed_package_stops_the_publish(standin: None, tmp_path: Path) -> None:
-    # Stand-in: mirrors a package whose tests conda-build passed and whose fixed package fails them (the
-    # stand-in runs them in the build prefix, with no conda-meta there; the real tool runs them in a test
-    # environment, so this exact test fails inside `conda build`, see the next test for that path).
+    """Stand-in: mirrors a package whose tests conda-build passed and whose fixed package fails them.
+    The real tool cannot be made to do that here: it runs the tests in its own test environment from
+    the package it built, so a test that fails after fix fails inside `conda build` too (the next test
+    is that path). The stand-in writes info/test/ as conda-build does but runs the tests in the build
+    prefix, where conda-meta is missing, so this test passes there and fails in the installed package."""
     meta = NO_REQUIRES + '    - test ! -d "$PREFIX/conda-meta"\n'
     code, result = build(make_tested_recipe(tmp_path, meta=meta), tmp_path)
     assert code == 1

@@ -2,9 +2,8 @@
 of tests/conftest.py: installed by .ci/run from ../shared/wheels/conda-build; skipped, naming how to
 install it, where this checkout has none). Builds here are offline: every dependency comes from a local
 channel. The stand-in (tests/standins/conda) stays only where the real tool cannot run here: remote
-channels in the argv (no network) and a standalone `conda-build` found without `conda`; each such test
-says which real behaviour it mirrors. The engine only builds; what it built enters a channel through
-the publish stage.
+channels in the argv (no network); that test says which real behaviour it mirrors. The engine only
+builds; what it built enters a channel through the publish stage.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conda_package_handling import api as cph
+from conftest import HOW_TO_GET_CONDA_BUILD, conda_build_venv
 from e2e_helpers import conda_install
 
 from condapipe.engines import BuildOptions, CondaBuildEngine, engine_for_recipe, get_engine
@@ -222,25 +222,28 @@ def test_cuda_smoke_builds_from_its_v0_recipe_with_conda_build(real_conda: Path,
 def test_a_standalone_conda_build_executable_is_used_when_conda_is_not_on_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Stand-in: mirrors conda-build's own `conda-build` entry point (same argv as `conda build`), for
-    a machine whose PATH has it but no working `conda`; the real venv's `conda` is on no PATH here."""
+    """conda-build's own `conda-build` entry point (the real one, alone in a PATH folder) builds on a
+    machine whose PATH has it but no `conda`."""
     if shutil.which("conda"):
-        pytest.skip("a real conda is on PATH")
+        pytest.skip("a conda is on PATH")
+    venv = conda_build_venv()
+    if venv is None:
+        pytest.skip(HOW_TO_GET_CONDA_BUILD)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "conda-build").symlink_to(STANDINS / "conda")
+    (bin_dir / "conda-build").symlink_to(venv / "bin" / "conda-build")
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setenv("CONDA_STANDIN_ARGV_LOG", str(tmp_path / "argv.jsonl"))
+    monkeypatch.setenv("CONDA_PKGS_DIRS", str(tmp_path / "pkgs"))
     _works.cache_clear()
     try:
         engine, _ = engine_for_recipe(RECIPES / "hello-v0")
-        result = engine.build(RECIPES / "hello-v0", options(tmp_path))
+        result = engine.build(RECIPES / "hello-v0", options(tmp_path, run_tests=False))
     finally:
         _works.cache_clear()
     assert engine.name == "conda-build"
     assert result.log_path.read_text().splitlines()[0].startswith(f"condapipe: {bin_dir / 'conda-build'} ")
     (pkg,) = result.packages
-    assert pkg.is_file()
+    assert pkg.name == "hello-v0-2.0.1-3.conda" and pkg.is_file()
 
 
 # --- conda-build's real behaviours the stand-in reproduces (conda-build 26, conda_build/create_test.py) ---

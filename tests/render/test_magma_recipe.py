@@ -102,3 +102,24 @@ def test_package_test_checks_the_shape_and_says_why_it_skips_the_program(tmp_pat
 def test_package_test_fails_a_shared_or_sparse_magma(tmp_path: Path, extra: str) -> None:
     done = _package_test(tmp_path, ["lib/libmagma.a", "include/magma_v2.h", extra])
     assert done.returncode != 0
+
+
+@pytest.mark.parametrize("cuda", ["11.0", "11.8", "13.0"])
+def test_render_magma_numbers_the_package_as_the_pytorch_plan_expects_it(cuda: str, tmp_path: Path) -> None:
+    """One source: the CUDA table's magma build number (magma-cuda118 2.6.1 is build 1). `render
+    magma` and the pytorch plan's magma prerequisite both take it from build_spec."""
+    from condapipe.buildspec import tables
+    from condapipe.buildspec.settings import spec_from_flags
+    from condapipe.plan.build_plan import prerequisite_spec
+
+    rendered = spec_from_flags("magma", {"cuda": [cuda]})
+    pytorch = spec_from_flags(
+        "pytorch", {"version": "2.9.0" if cuda == "13.0" else "1.13.1", "cuda": [cuda], "python": ["3.10"]}
+    )
+    planned = prerequisite_spec("magma", pytorch, pytorch.cuda_variants[0])
+    table = tables.cuda_info(cuda).magma
+    assert rendered.build_number == planned.build_number == table.build_number == 1
+    assert (rendered.version, planned.version) == (table.version, table.version)
+    # An explicit --build-number wins; a magma version the table does not name starts at 0.
+    assert spec_from_flags("magma", {"cuda": [cuda], "build_number": "4"}).build_number == 4
+    assert spec_from_flags("magma", {"cuda": [cuda], "version": "2.7.1"}).build_number == 0

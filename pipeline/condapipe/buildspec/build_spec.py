@@ -156,6 +156,16 @@ def _build_number(value: Any) -> int:
     return int(text)
 
 
+def _default_build_number(value: Any, rules: FamilyRules, version: str, variants: list[CudaVariant]) -> int:
+    """--build-number, else the CUDA table's for the package it names (magma-cuda118 2.6.1 is build
+    1, the build pytorch's upstream builds linked), else 0. The one place a build number defaults:
+    `render magma`, `build magma` and the pytorch plan's magma prerequisite all get it here."""
+    if value is not None or rules.version != "magma":
+        return _build_number(value)
+    tabled = {v.magma.build_number for v in variants if v.magma is not None and v.magma.version == version}
+    return tabled.pop() if len(tabled) == 1 else 0
+
+
 MAX_BUILD_NUMBER = 2**31 - 1  # conda stores build numbers as 32-bit integers
 _CUDA_FORM = re.compile(r"^(?:cpu|\d{1,2}\.\d{1,2})$", re.IGNORECASE)
 _PYTHON_FORM = re.compile(r"^3\.\d{1,2}$")
@@ -334,7 +344,7 @@ def build_spec(
     return BuildSpec(
         package=package,
         version=version,
-        build_number=_build_number(settings.get("build_number")),
+        build_number=_default_build_number(settings.get("build_number"), rules, version, variants),
         pythons=tuple(pythons),
         cuda_variants=tuple(variants),
         platform=platform,

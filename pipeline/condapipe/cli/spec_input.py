@@ -1,7 +1,8 @@
-"""The spec a machine-facing command works on (build, doctor, config show): flags, config file,
-then the defaults from the tables and this machine, each choice and spec warning printed once.
+"""The spec every spec-taking command works on (build, render, doctor, config show): flags, config
+file, then the defaults from the tables and this machine, each choice and spec warning printed once.
 
-`render` stays a pure function of its flags (it renders for any machine), so it does not use this.
+`render` goes through here too, so `render X` writes the recipe `build X` would build: the same
+CUDA, version and Python, chosen by the same code and said in the same "chose ..." lines.
 """
 
 from __future__ import annotations

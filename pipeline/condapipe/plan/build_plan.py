@@ -74,19 +74,12 @@ def spec_inputs(spec: BuildSpec) -> dict[str, Any]:
 def prerequisite_spec(family: str, spec: BuildSpec, variant: CudaVariant) -> BuildSpec:
     """The spec of a prerequisite family for one CUDA variant of `spec`.
 
-    Validated like a user's `condapipe build FAMILY --cuda X`. A family the CUDA table names a
-    package for takes that package's build number (the one `spec`'s own upstream builds use), so a
-    rebuilt package matches upstream's.
+    Exactly the spec of a user's `condapipe build FAMILY --cuda X`: build_spec gives a package the
+    CUDA table names the table's build number (magma-cuda118 2.6.1 build 1), for both.
     """
     from condapipe.buildspec.build_spec import build_spec
 
-    table = cuda_table_package(family, variant.cuda)
-    settings = {
-        "cuda": [variant.cuda],
-        "platform": spec.platform,
-        "build_number": table.build_number if table else 0,
-    }
-    return build_spec(family, settings)
+    return build_spec(family, {"cuda": [variant.cuda], "platform": spec.platform})
 
 
 def prerequisite_package(family: str, variant: CudaVariant) -> str:

@@ -7,10 +7,9 @@ from typing import Any
 
 import click
 
-from condapipe.buildspec.settings import spec_from_settings
 from condapipe.cli.flags import settings_from_flags, spec_options
 from condapipe.cli.output import console, dry_run_option, json_option, print_json
-from condapipe.cli.spec_input import echo_spec_warnings
+from condapipe.cli.spec_input import machine_spec
 from condapipe.errors import UsageError
 from condapipe.render.recipe_dir import build_model, check_target, plan_files, render_model
 
@@ -27,11 +26,12 @@ def command(
 ) -> None:
     """Render the conda recipe of PACKAGE (pytorch, magma, ...) into DIR, v0 and v1 formats.
 
-    PACKAGE may come from the config file instead (`package = "pytorch"`).
+    PACKAGE may come from the config file instead (`package = "pytorch"`). What flags and the
+    config file leave open (CUDA, version, Python) is chosen exactly as `build` chooses it, and said.
     """
     if not out_dir:
         raise UsageError("render needs -o DIR: the recipe directory to write")
-    spec = spec_from_settings(settings_from_flags(package, params))
+    spec, choices = machine_spec(settings_from_flags(package, params))  # build's own resolution
     model = build_model(spec)
     target = Path(out_dir)
     if dry_run:
@@ -47,10 +47,10 @@ def command(
     else:
         result = {**render_model(model, target, force=force).to_dict(), "dry_run": False}
     result["spec"] = spec.to_dict()
+    result["choices"] = [choice.to_dict() for choice in choices]
     if as_json:
         print_json(result)
         return
-    echo_spec_warnings(spec)  # e.g. the 2 GB link-overflow risk of a long --arch
     verb = "would write" if dry_run else "wrote"
     note = " (replacing)" if result["replaced"] else ""
     console.print(f"{verb} {len(result['files'])} files to {target}{note}")
