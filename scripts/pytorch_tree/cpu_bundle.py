@@ -33,6 +33,12 @@ def members(tree: Path, skip: set[str]) -> list[Path]:
     out: list[Path] = []
     for root, dirs, files in os.walk(tree):
         rel_root = Path(root).relative_to(tree)
+        for d in dirs:  # an excluded folder keeps its top-level files: setup.py checks every
+            rel = rel_root / d  # submodule folder for a LICENSE/CMakeLists.txt before building
+            if rel.as_posix() in skip:
+                out.append(rel)
+                top = (f for f in (tree / rel).iterdir() if f.is_file() and not f.is_symlink())
+                out += sorted(rel / f.name for f in top)
         dirs[:] = sorted(d for d in dirs if (rel_root / d).as_posix() not in skip)
         out += [rel_root / d for d in dirs]
         out += [rel_root / f for f in sorted(files) if (rel_root / f).as_posix() not in skip]
