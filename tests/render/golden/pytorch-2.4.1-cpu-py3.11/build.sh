@@ -82,6 +82,16 @@ if [[ "${cmake_major:-0}" =~ ^[0-9]+$ ]] && (( cmake_major >= 4 )); then
     export CMAKE_POLICY_VERSION_MINIMUM="${CMAKE_POLICY_VERSION_MINIMUM:-3.5}"
 fi
 
+# NNPACK's configure downloads the `six` Python package unless PYTHON_SIX_SOURCE_DIR is set, which
+# setup.py never forwards: offline that is minutes of retries before PeachPy finds no six. CMake
+# includes CMAKE_PROJECT_INCLUDE after every project() (setup.py forwards CMAKE_* as -D), so it names
+# the host environment's six (a host requirement) there.
+if six_dir=$(python -c 'import os, six; print(os.path.dirname(six.__file__))' 2>/dev/null); then
+    printf 'if(NOT DEFINED PYTHON_SIX_SOURCE_DIR)\n  set(PYTHON_SIX_SOURCE_DIR "%s" CACHE STRING "six")\nendif()\n' \
+        "${six_dir}" >"${PWD}/condapipe-six.cmake"
+    export CMAKE_PROJECT_INCLUDE="${PWD}/condapipe-six.cmake"
+fi
+
 if [[ "${cuda_version}" == "cpu" ]]; then
     export USE_CUDA=0
 else
