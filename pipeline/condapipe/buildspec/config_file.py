@@ -19,6 +19,7 @@ Layout (all keys optional)::
     source = "../pytorch"          # relative to the config file
     jetson = "orin"                # NVIDIA Jetson board profile (condapipe.buildspec.jetson)
     compile_cache = "redis://cache.example:6379"  # or a directory, or s3://BUCKET/PREFIX
+    channels = ["conda-forge", "./deps"]  # dependency channels (replace the default; -c wins)
     [env]                          # extra build environment
     USE_FLASH_ATTENTION = "0"
     [packages.magma]               # overrides for one package
@@ -60,6 +61,7 @@ SPEC_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "jetson": ((str,), "a string"),
     "env": ((dict,), "a table"),
     "compile_cache": ((str,), "a string (a directory, redis://HOST:PORT or s3://BUCKET/PREFIX)"),
+    "channels": ((str, list), "a string or a list of strings (channel names, URLs or directories)"),
 }
 TABLE_KEYS = ("packages", "upload")
 _MAX_CONFIG_BYTES = 4 << 20
@@ -166,10 +168,20 @@ def _absolute_source(table: dict[str, Any], path: Path) -> dict[str, Any]:
     src = table.get("source")
     if isinstance(src, str) and "://" not in src and not src.startswith("git+"):
         table["source"] = str((path.resolve().parent / src).resolve())
+    channels = table.get("channels")
+    if isinstance(channels, (str, list)):
+        table["channels"] = [_config_relative(c, path) for c in ([channels] if isinstance(channels, str) else channels)]
     cache_dir = table.get("compile_cache")
     if isinstance(cache_dir, str) and cache_dir and "://" not in cache_dir:
         table["compile_cache"] = str((path.resolve().parent / Path(cache_dir).expanduser()).resolve())
     return table
+
+
+def _config_relative(channel: str, path: Path) -> str:
+    """A channel given as a relative directory (./deps) is relative to the config file."""
+    if channel.startswith((".", "~")) or "/" in channel and "://" not in channel:
+        return str((path.resolve().parent / Path(channel).expanduser()).resolve())
+    return channel
 
 
 def spec_settings(config: dict[str, Any], package: str) -> dict[str, Any]:

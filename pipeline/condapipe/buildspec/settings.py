@@ -91,6 +91,7 @@ class Settings:
     upload: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # [upload]
     compile_cache: str | None = None  # --compile-cache, else the config file's compile_cache
     user_compile_cache: str | None = None  # CONDAPIPE_COMPILE_CACHE from the environment
+    channels: tuple[str, ...] = ()  # the config file's dependency channels (-c replaces them)
 
     def require_package(self) -> str:
         """The package to work on; a UsageError when neither the command line nor the file names one."""
@@ -117,6 +118,7 @@ class Settings:
             "upload": _thawed(self.upload),
             "compile_cache": self.compile_cache,
             "user_compile_cache": self.user_compile_cache,
+            "channels": list(self.channels),
         }
 
     # what the cascade started from, kept so for_package re-resolves without reading the file again
@@ -145,6 +147,7 @@ def resolve_settings(
     spec.update(given)
     cache = flags.get("compile_cache") or spec.pop("compile_cache", None)
     spec.pop("compile_cache", None)
+    channels = spec.pop("channels", None) or ()
     path = config.get("_path")
     return Settings(
         package=name,
@@ -154,6 +157,7 @@ def resolve_settings(
         upload=_frozen(config.get("upload", {})),
         compile_cache=str(cache) if cache else None,
         user_compile_cache=environ.get(COMPILE_CACHE_ENV) or None,
+        channels=tuple(channels),
         _flags=MappingProxyType(dict(flags)),
         _config=MappingProxyType(dict(config)),
         _environ=MappingProxyType({k: environ[k] for k in (COMPILE_CACHE_ENV,) if k in environ}),

@@ -16,6 +16,7 @@ from typing import Any
 from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.buildspec.compile_cache import COMPILE_CACHE_ENV, shared_compile_cache
 from condapipe.cli.output import console, err_console, print_json
+from condapipe.cli.resolve_step import resolve_before_building
 from condapipe.doctor import DoctorReport, Machine, run_doctor
 from condapipe.errors import CondapipeError
 from condapipe.plan import (
@@ -31,6 +32,7 @@ from condapipe.plan import (
     run_plan,
     write_report,
 )
+from condapipe.plan.channels import ChannelSetup
 from condapipe.render.families._common import family_data
 
 
@@ -45,6 +47,7 @@ class FamilyBuild:
     dry_run: bool = False
     as_json: bool = False
     variant: str | None = None  # --variant ID: build only that variant of the plan
+    channels: ChannelSetup | None = None  # probed channels: the plan's environments are solved first
 
 
 @dataclass(frozen=True)
@@ -108,9 +111,15 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
     if request.dry_run:
         plan = make_family_plan(request.spec, options, request.variant)
         rows = describe(plan)
-        stopped = bool(doctor.blocking) and not request.force
+        resolution = resolve_before_building(
+            plan, request.channels, run_tests=options.run_tests, dry_run=True, as_json=request.as_json
+        )
+        unresolved = resolution is not None and not resolution.ok
+        stopped = (bool(doctor.blocking) and not request.force) or unresolved
         if stopped:  # the real run stops at preflight: none of its steps would run
             why = "would not run: the blocking doctor finding above stops the build first (--force: build)"
+            if not (doctor.blocking and not request.force):
+                why = "would not run: the dependencies above do not resolve"
             rows = [{**row, "action": "stop", "why": why} if row["action"] == "run" else row for row in rows]
         if request.as_json:
             print_json(
@@ -118,6 +127,7 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
                     "dry_run": True,
                     "would_stop": stopped,
                     "doctor": doctor.to_dict(),
+                    "resolve": resolution.to_dict() if resolution else None,
                     "notes": list(plan.notes),
                     "steps": rows,
                 }
@@ -125,11 +135,20 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
         else:
             _print_plan(plan, rows)
         doctor.raise_if_blocking(force=request.force)  # the exit code the real run would have
+        if resolution is not None and not resolution.ok:
+            raise resolution.problem()
         return None
     doctor.raise_if_blocking(force=request.force)
     plan = make_family_plan(request.spec, options, request.variant)
+    resolution = resolve_before_building(
+        plan, request.channels, run_tests=options.run_tests, dry_run=False, as_json=request.as_json
+    )
+    if resolution is not None and not resolution.ok:
+        raise resolution.problem()
     result, error, report = run_and_report(plan)
     report["doctor"] = doctor.to_dict()
+    if resolution is not None:
+        report["resolve"] = resolution.to_dict()
     paths = write_report(report, plan.work_dir)
     if request.as_json:
         print_json(report)

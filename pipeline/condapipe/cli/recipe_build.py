@@ -14,6 +14,7 @@ from typing import Any
 
 from condapipe.cli.family_build import run_and_report
 from condapipe.cli.output import console, err_console, print_json
+from condapipe.cli.resolve_step import resolve_before_building
 from condapipe.engines import engine_for_recipe
 from condapipe.engines.base import BuildOptions
 from condapipe.plan import (
@@ -24,6 +25,7 @@ from condapipe.plan import (
     print_summary,
     write_report,
 )
+from condapipe.plan.channels import ChannelSetup
 from condapipe.plan.runner import step_dir_for
 from condapipe.plan.steps import engine_compression_level
 
@@ -39,6 +41,7 @@ class RecipeBuild:
     platform: str | None = None
     dry_run: bool = False
     as_json: bool = False
+    channels: ChannelSetup | None = None  # probed channels: the recipe's environments are solved first
 
 
 def build_recipe_dir(request: RecipeBuild) -> PlanResult | None:
@@ -53,12 +56,17 @@ def build_recipe_dir(request: RecipeBuild) -> PlanResult | None:
         "engine_reason": why,
     }
     plan = make_recipe_plan([request.recipe_dir], options, pythons=request.pythons, platform=request.platform)
+    resolution = resolve_before_building(
+        plan, request.channels, run_tests=options.run_tests, dry_run=request.dry_run, as_json=request.as_json
+    )
+    if resolution is not None:
+        head["resolve"] = resolution.to_dict()
     if request.dry_run:
         build_step = next(s.id for s in plan.steps if s.kind == "build")
         engine_options = BuildOptions(
             output_dir=step_dir_for(options.work_dir, build_step) / "out",
             work_dir=options.work_dir,
-            channels=(str(options.output_dir.resolve()), *options.channels),
+            channels=(str(options.output_dir.resolve()), *options.engine_channels()),
             override_channels=options.override_channels,
             pythons=request.pythons,
             package_format=options.package_format,
@@ -78,7 +86,11 @@ def build_recipe_dir(request: RecipeBuild) -> PlanResult | None:
             console.print(f"would build {request.target} with {engine.name} ({why}):")
             for action in actions:
                 console.print(f"  {action}", soft_wrap=True, markup=False, highlight=False)
+        if resolution is not None and not resolution.ok:
+            raise resolution.problem()
         return None
+    if resolution is not None and not resolution.ok:
+        raise resolution.problem()
     err_console.print(f"building {request.target} with {engine.name} ({why})")
     result, error, report = run_and_report(plan)
     paths = write_report(report, plan.work_dir)

@@ -25,6 +25,7 @@ from condapipe.buildspec.build_spec import BuildSpec, CudaVariant, Source
 from condapipe.buildspec.families import cuda_table_package, profile
 from condapipe.errors import UsageError
 from condapipe.plan import steps as act
+from condapipe.plan.channels import gateway
 from condapipe.plan.code_inputs import code_digest, tree_digest
 from condapipe.plan.jobs import Job, PlanOptions
 from condapipe.plan.runner import Plan, Step
@@ -91,7 +92,7 @@ def prerequisite_package(family: str, variant: CudaVariant) -> str:
 def _channel_locations(options: PlanOptions) -> list[str]:
     """Channels in use, output first; local ones only when they exist as channels."""
     found = []
-    for chan in (str(options.output_dir), *options.channels):
+    for chan in (str(options.output_dir), *options.engine_channels()):
         if "://" not in chan:
             p = Path(chan)
             if not any(p.glob("*/repodata.json")):
@@ -119,8 +120,7 @@ def find_in_channels(name: str, platform: str, options: PlanOptions) -> tuple[st
     notes: list[str] = []
 
     async def query(chan: str) -> list[Any]:
-        gateway = rattler.Gateway(cache_dir=options.work_dir / "repodata-cache")
-        result = await gateway.query(
+        result = await gateway().query(
             [rattler.Channel(chan)],
             [platform, "noarch"],
             [rattler.MatchSpec(name)],
@@ -281,7 +281,7 @@ def make_plan_for_jobs(jobs: Sequence[Job], options: PlanOptions, request: dict[
                 skip = f"not needed: {found}"
                 skipped_jobs.add(job.label)
         steps.extend(_job_steps(job, options, skip, skipped_jobs))
-    return Plan(tuple(steps), options.work_dir, options.output_dir, request, tuple(notes))
+    return Plan(tuple(steps), options.work_dir, options.output_dir, request, tuple(notes), tuple(jobs))
 
 
 def select_variant(jobs: Sequence[Job], variant: str | None) -> list[Job]:

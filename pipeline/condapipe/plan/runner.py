@@ -107,6 +107,7 @@ class Plan:
     output_dir: Path
     request: Mapping[str, Any] = field(default_factory=dict)  # what the user asked, for the report
     notes: tuple[str, ...] = ()  # planning facts worth showing (channels queried, ...)
+    jobs: tuple[Any, ...] = ()  # the plan.jobs.Job each package comes from (resolve reads their recipes)
 
     def __post_init__(self) -> None:
         seen: set[str] = set()

@@ -61,7 +61,7 @@ def build_action(job: Job, options: PlanOptions) -> Action:
         build_options = BuildOptions(
             output_dir=ctx.step_dir / "out",
             work_dir=options.work_dir,
-            channels=(str(options.output_dir.resolve()), *options.channels),
+            channels=(str(options.output_dir.resolve()), *options.engine_channels()),
             pythons=job.spec.pythons if job.spec else job.pythons,
             package_format=options.package_format,
             compression_level=engine_compression_level(options),
@@ -220,7 +220,7 @@ def test_action(fix_step: str, options: PlanOptions) -> Action:
         from condapipe.publish.channel import ensure_channel
 
         ensure_channel(options.output_dir)  # an unindexed local channel makes rattler-build's test fail
-        channels = [str(options.output_dir.resolve()), *options.channels]
+        channels = [str(options.output_dir.resolve()), *options.engine_channels()]
         results = {}
         for pkg in _packages(ctx, fix_step):
             package = rattler_build.Package.from_file(str(pkg))

@@ -183,6 +183,18 @@ def default_sources(names: Iterable[str] = TOOLS) -> list[ToolSource]:
     return [from_installed(n) for n in names]
 
 
+def installed_versions(names: Iterable[str] = TOOLS) -> dict[str, str]:
+    """name -> the conda version its tool package will have, for the tools installed here (no file is
+    read: a dry run shows what the tool channel would hold without writing it)."""
+    found = {}
+    for name in names:
+        try:
+            found[name] = _conda_version(metadata.version(name))
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
 # ------------------------------------------------------------------------------- writing
 
 

@@ -30,6 +30,7 @@ from condapipe.engines import (
 )
 from condapipe.engines.base import PACKAGE_FORMATS
 from condapipe.errors import UsageError
+from condapipe.plan.channels import ChannelSetup
 
 # Spec flags that mean something for a recipe directory; the rest describe a family build.
 _DIR_FLAGS = ("python", "platform", "env")
@@ -63,6 +64,18 @@ def _tool_channel(work_dir: Path, dry_run: bool) -> str:
     return str(channel)
 
 
+def _channel_setup(
+    given: tuple[str, ...], output_dir: Path, work_dir: Path, build_tools: str, offline: bool, dry_run: bool
+) -> ChannelSetup:
+    """The build's channels (condapipe.plan.channels: defaults, -c, config, --offline), each probed."""
+    from condapipe.plan.channels import prepare_channels
+    from condapipe.publish.tool_channel import TOOLS, installed_versions
+
+    tool = _tool_channel(work_dir, dry_run) if build_tools == "wheels" else None
+    planned = tuple(installed_versions(TOOLS).items()) if tool and dry_run else ()
+    return prepare_channels(output_dir, given, tool_channel=tool, offline=offline, planned_tools=planned)
+
+
 def _explicit_compile_cache(settings: Settings) -> tuple[tuple[str, str], ...]:
     """--compile-cache (else the config file's compile_cache) as build environment; () for none."""
     if not settings.compile_cache:
@@ -88,8 +101,20 @@ def _explicit_compile_cache(settings: Settings) -> tuple[tuple[str, str], ...]:
 )
 @output_dir_option("Local channel the packages go into (also the first channel searched).")
 @work_dir_option("Rendered recipes, engine scratch space and build logs.")
-@click.option("-c", "--channel", "channels", multiple=True, help="Extra channel for dependencies.")
+@click.option(
+    "-c",
+    "--channel",
+    "channels",
+    multiple=True,
+    help="Channel for dependencies (name, URL or directory); repeatable. Replaces the default "
+    "(conda-forge; config key channels); the output dir and the tool channel are always searched.",
+)
 @click.option("--override-channels", is_flag=True, help="Search only the output dir and the -c channels.")
+@click.option(
+    "--offline",
+    is_flag=True,
+    help="Search local channels only (the output dir, -c directories, the tool channel); no network.",
+)
 @click.option(
     "--build-tools",
     type=click.Choice(("channels", "wheels")),
@@ -123,6 +148,7 @@ def command(
     work_dir: Path,
     channels: tuple[str, ...],
     override_channels: bool,
+    offline: bool,
     build_tools: str,
     package_format: str,
     compression_level: int | None,
@@ -146,8 +172,7 @@ def command(
     recipe_dir = _recipe_dir_target(target)
     settings = settings_from_flags(target, spec_params, compile_cache=compile_cache)  # once per command
     cache_env = _explicit_compile_cache(settings)
-    if build_tools == "wheels":
-        channels = (*channels, _tool_channel(work_dir, dry_run))
+    setup = _channel_setup(channels or settings.channels, output_dir, work_dir, build_tools, offline, dry_run)
     from condapipe.plan import PlanOptions
 
     def plan_options(env: dict[str, str]) -> PlanOptions:
@@ -156,7 +181,8 @@ def command(
             output_dir=output_dir.absolute(),
             work_dir=work_dir.absolute(),
             engine=engine,
-            channels=channels,
+            channels=setup.channels,
+            unreachable=setup.unreachable,
             override_channels=override_channels,
             package_format=package_format,
             compression_level=compression_level,
@@ -184,6 +210,7 @@ def command(
                 dry_run=dry_run,
                 as_json=as_json,
                 variant=variant,
+                channels=setup,
             )
         )
         return
@@ -205,5 +232,6 @@ def command(
         platform=spec_params.get("platform") or None,
         dry_run=dry_run,
         as_json=as_json,
+        channels=setup,
     )
     build_recipe_dir(request)

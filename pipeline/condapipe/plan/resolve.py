@@ -1,0 +1,517 @@
+"""Resolve first: every build, host and test environment of a plan, solved before anything compiles.
+
+A multi-hour build must not stop at its first dependency, or at its test after the compile. So the
+plan's recipes are rendered the way rattler-build renders them (py-rattler-build's Stage0Recipe:
+selectors, variants and the variant pins of bare names, e.g. `python` -> `python =3.11`), and each
+environment is solved with py-rattler's solver (`rattler.solve`, repodata through rattler's
+gateway) against the channels the engine will search. Packages the plan itself builds first
+(magma-cudaXY for pytorch) are offered to the solver as "planned" records, so a pytorch host env
+that needs this plan's magma resolves before magma is built.
+
+A failure names each missing package, the environment that needs it, every channel searched with
+whether it answered, and the fix (data/channels.yaml). A remote channel that could not be reached
+is never reported as "not found": when a package is missing and a remote channel was down, the
+network is the cause named.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import fnmatch
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from condapipe.errors import EnvironmentProblem
+from condapipe.plan.channels import ChannelStatus, channel_data, gateway
+
+if TYPE_CHECKING:
+    from condapipe.plan.jobs import Job
+    from condapipe.plan.runner import Plan
+
+PLANNED_CHANNEL = "file:///condapipe-planned"  # the channel the solver names for planned records
+_SOLVE_TIMEOUT = datetime.timedelta(seconds=120)
+GENERIC_FIX = "add a channel that has it (-c), or build it first into the --output-dir"
+_NAME = re.compile(r"^\s*([A-Za-z0-9_][A-Za-z0-9_.\-]*)")
+
+
+@dataclass(frozen=True)
+class Environment:
+    """One environment an engine will create: whose, which (build/host/test), for which subdir."""
+
+    job: str  # the job label
+    kind: str  # build | host | test
+    platform: str
+    specs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RecipeFacts:
+    """What rendering one variant of a job's recipe tells the resolver."""
+
+    job: str
+    package: str  # the conda package name the variant builds
+    version: str
+    build_string: str
+    platform: str
+    run: tuple[str, ...]  # pinned run requirements (what a package that depends on it gets)
+    environments: tuple[Environment, ...]
+    source: str  # where the source comes from, for --dry-run
+
+
+@dataclass(frozen=True)
+class Solved:
+    """A solved environment: (name, version, build, channel) of each package, sorted by name."""
+
+    env: Environment
+    records: tuple[tuple[str, str, str, str], ...]
+
+    def key_versions(self, patterns: Sequence[str]) -> list[str]:
+        return [
+            f"{name} {version}" + (" (built by this plan)" if channel == PLANNED_CHANNEL else "")
+            for name, version, _, channel in self.records
+            if any(fnmatch.fnmatchcase(name, p) for p in patterns)
+        ]
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A requirement no channel searched has."""
+
+    name: str
+    spec: str
+    needed_by: tuple[str, ...]  # "pytorch-2.4.1-py3.11-cuda12.4 (host)", ...
+    fix: str
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """The outcome of resolving a plan: solved environments, or what is missing and why."""
+
+    channels: tuple[ChannelStatus, ...]
+    recipes: tuple[RecipeFacts, ...] = ()
+    solved: tuple[Solved, ...] = ()
+    missing: tuple[Missing, ...] = ()
+    conflicts: tuple[tuple[str, str], ...] = ()  # (environment, the solver's message)
+    notes: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()  # jobs whose recipes the resolver does not read (meta.yaml only)
+    fixes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing and not self.conflicts
+
+    def summary_lines(self) -> list[str]:
+        """What --dry-run shows: channels, then per job its source and key versions per environment."""
+        keys = list(channel_data()["key_packages"])
+        lines = ["channels searched (in order):"]
+        lines += [f"  {c.describe()}" for c in self.channels]
+        lines += [f"  note: {note}" for note in self.notes]
+        by_job: dict[str, list[Solved]] = {}
+        for solved in self.solved:
+            by_job.setdefault(solved.env.job, []).append(solved)
+        for facts in self.recipes:
+            lines.append(f"{facts.job}: source {facts.source}")
+            for solved in by_job.get(facts.job, []):
+                if solved.env.kind == "test" and facts.job != solved.env.job:
+                    continue
+                shown = solved.key_versions(keys)
+                count = len(solved.records)
+                versions = ", ".join(shown) if shown else "no key packages"
+                lines.append(f"  {solved.env.kind} env ({count} packages): {versions}")
+        lines += [f"{job}: recipe.yaml absent; conda-build solves meta.yaml itself" for job in self.skipped]
+        return lines
+
+    def _down(self) -> list[ChannelStatus]:
+        return [c for c in self.channels if c.state == "unreachable"]
+
+    def problem(self) -> EnvironmentProblem:
+        """The one-line error a failed resolution raises (exit 3): what is missing, for what, from
+        which channels (and which of them did not answer), and every fix."""
+        parts = []
+        if self.missing:
+            where = "the channels that answered" if self._down() else "the channels searched"
+            names = ", ".join(f"{m.spec} ({', '.join(m.needed_by)})" for m in self.missing)
+            parts.append(f"{len(self.missing)} package{'s are' if len(self.missing) != 1 else ' is'} in none of {where}: {names}")
+        for env, message in self.conflicts:
+            parts.append(f"{env} cannot be solved: {message}")
+        searched = ", ".join(c.describe() for c in self.channels)
+        return EnvironmentProblem(
+            "dependencies do not resolve, nothing was built: " + "; ".join(parts) + f" — channels: {searched}",
+            fix="; ".join(self.fixes) or None,
+        )
+
+    def detail_lines(self) -> list[str]:
+        """Short lines for the console before the error: channels that did not answer, then the
+        missing packages grouped by their fix."""
+        lines = [f"channel did not answer: {c.url} ({c.detail})" for c in self._down()]
+        by_fix: dict[str, list[Missing]] = {}
+        for m in self.missing:
+            by_fix.setdefault(m.fix, []).append(m)
+        for fix, group in by_fix.items():
+            names = ", ".join(m.spec for m in group)
+            lines.append(f"missing: {names} — fix: {fix}")
+        lines += [f"cannot solve {env}: {message}" for env, message in self.conflicts]
+        return lines
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "channels": [c.to_dict() for c in self.channels],
+            "environments": [
+                {
+                    "job": s.env.job,
+                    "kind": s.env.kind,
+                    "platform": s.env.platform,
+                    "specs": list(s.env.specs),
+                    "packages": [
+                        {"name": n, "version": v, "build": b, "channel": c} for n, v, b, c in s.records
+                    ],
+                }
+                for s in self.solved
+            ],
+            "sources": {f.job: f.source for f in self.recipes},
+            "missing": [
+                {"name": m.name, "spec": m.spec, "needed_by": list(m.needed_by), "fix": m.fix} for m in self.missing
+            ],
+            "conflicts": [{"environment": e, "message": m} for e, m in self.conflicts],
+            "notes": list(self.notes),
+            "fixes": list(self.fixes),
+        }
+
+
+# ---------------------------------------------------------------- rendering the recipes
+
+
+def spec_name(spec: str) -> str:
+    match = _NAME.match(spec)
+    return match.group(1) if match else spec.strip()
+
+
+def pin_to_variant(spec: str, variant: dict[str, Any]) -> str:
+    """A bare name that is a variant key gets the variant's value, as rattler-build applies it:
+    `python` with python=3.11 -> `python =3.11` (a plain version means "starts with")."""
+    text = spec.strip()
+    name = spec_name(text)
+    if text != name or name not in variant:
+        return text
+    value = str(variant[name])
+    return f"{name} ={value}" if re.fullmatch(r"[A-Za-z0-9.]+", value) else f"{name} {value}"
+
+
+def _source_text(sources: Any, recipe_dir: Path | None) -> str:
+    """Where a rendered recipe's source comes from, as a person reads it."""
+    items = sources if isinstance(sources, list) else [sources] if sources else []
+    shown = []
+    for src in items:
+        if not isinstance(src, dict):
+            continue
+        if "git" in src:
+            shown.append(f"git {src['git']} at {src.get('rev') or src.get('tag') or 'HEAD'}")
+        elif "url" in src:
+            url = src["url"] if isinstance(src["url"], str) else ", ".join(src["url"])
+            sha = src.get("sha256")
+            shown.append(f"{url}" + (f" (sha256 {sha})" if sha else ""))
+        elif "path" in src:
+            path = Path(str(src["path"]))
+            if not path.is_absolute() and recipe_dir is not None:
+                path = recipe_dir / path
+            shown.append(f"local {path}")
+        patches = src.get("patches") or []
+        if patches:
+            shown[-1] += f", {len(patches)} patch{'es' if len(patches) != 1 else ''}"
+    return "; ".join(shown) or "none (the recipe carries its files)"
+
+
+def _test_specs(tests: Any) -> list[str]:
+    """Requirements of a v1 recipe's tests (python tests need python)."""
+    specs: list[str] = []
+    for test in tests or []:
+        if not isinstance(test, dict):
+            continue
+        if "python" in test:
+            specs.append("python")
+            if (test.get("python") or {}).get("pip_check", True):
+                specs.append("pip")
+        if "script" in test:
+            req = test.get("requirements") or {}
+            specs += [str(s) for s in req.get("run", []) or []]
+    return specs
+
+
+def _deps(value: Any) -> list[str]:
+    """Requirement strings of a rendered section (pin_subpackage dicts give their name)."""
+    out = []
+    for item in value or []:
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, dict):
+            for key in ("pin_subpackage", "pin_compatible"):
+                if isinstance(item.get(key), dict) and item[key].get("name"):
+                    out.append(str(item[key]["name"]))
+    return out
+
+
+def render_job(job: Job, build_platform: str, run_tests: bool) -> list[RecipeFacts]:
+    """The environments of `job`, one RecipeFacts per variant its recipe renders to; [] when only a
+    meta.yaml exists (conda-build renders and solves that itself, before it compiles)."""
+    import rattler_build as rb
+
+    from condapipe.engines.base import V1_RECIPE
+
+    recipe_dir: Path | None = None
+    if job.spec is not None:
+        from condapipe.render.recipe_dir import build_model
+        from condapipe.render.v1 import recipe_yaml
+
+        model = build_model(job.spec)
+        recipe = rb.Stage0Recipe.from_yaml(recipe_yaml(model))
+        keys = {key: list(values) for key, values in model.variants.keys}
+        zips = [list(group) for group in model.variants.zip_keys] or None
+        variants = rb.VariantConfig(keys, zips)
+    else:
+        assert job.recipe_dir is not None
+        recipe_dir = job.recipe_dir
+        if not (recipe_dir / V1_RECIPE).is_file():
+            return []
+        recipe = rb.Stage0Recipe.from_file(recipe_dir / V1_RECIPE)
+        variants = rb.VariantConfig()
+        if (recipe_dir / "variants.yaml").is_file():
+            variants = rb.VariantConfig.from_file(recipe_dir / "variants.yaml")
+        if job.pythons:
+            variants = variants.merge(rb.VariantConfig({"python": list(job.pythons)}))
+    target = job.platform or build_platform
+    config = rb.RenderConfig(platform=rb.PlatformConfig(target_platform=target)) if job.platform else None
+    facts = []
+    for rendered in recipe.render(variants, config):
+        data = rendered.recipe.to_dict()
+        variant = dict(rendered.variant)
+        req = data.get("requirements") or {}
+        pin = [pin_to_variant(s, variant) for s in _deps(req.get("run"))]
+        envs = [
+            Environment(job.label, "build", build_platform, tuple(pin_to_variant(s, variant) for s in _deps(req.get("build")))),
+            Environment(job.label, "host", target, tuple(pin_to_variant(s, variant) for s in _deps(req.get("host")))),
+        ]
+        if run_tests and data.get("tests"):
+            test = [*pin, *(pin_to_variant(s, variant) for s in _test_specs(data.get("tests")))]
+            envs.append(Environment(job.label, "test", target, tuple(dict.fromkeys(test))))
+        package = data.get("package") or {}
+        build = data.get("build") or {}
+        facts.append(
+            RecipeFacts(
+                job=job.label,
+                package=str(package.get("name", job.name)),
+                version=str(package.get("version", "0")),
+                build_string=str(build.get("string") or f"planned_{build.get('number', 0)}"),
+                platform="noarch" if build.get("noarch") else target,
+                run=tuple(pin),
+                environments=tuple(e for e in envs if e.specs),
+                source=_source_text(data.get("source"), recipe_dir),
+            )
+        )
+    return facts
+
+
+# ---------------------------------------------------------------- packages the plan builds
+
+
+class PlannedPackages:
+    """A py-rattler RepoDataSource of the packages this plan builds before they are needed, so an
+    environment that needs one (pytorch's host env needs magma-cudaXY) solves before it exists."""
+
+    def __init__(self, facts: Iterable[RecipeFacts]) -> None:
+        import rattler
+
+        self._records: dict[tuple[str, str], list[Any]] = {}
+        for f in facts:
+            record = rattler.PackageRecord(
+                name=f.package,
+                version=f.version,
+                build=rattler.BuildString(f.build_string),
+                build_number=0,
+                subdir=f.platform,
+                depends=list(f.run),
+            )
+            file_name = f"{f.package}-{f.version}-{f.build_string}.conda"
+            repo = rattler.RepoDataRecord(record, file_name, f"{PLANNED_CHANNEL}/{file_name}", PLANNED_CHANNEL)
+            self._records.setdefault((f.platform, f.package), []).append(repo)
+
+    def __bool__(self) -> bool:
+        return bool(self._records)
+
+    def names(self) -> set[str]:
+        return {name for _, name in self._records}
+
+    async def fetch_package_records(self, platform: Any, name: Any) -> list[Any]:
+        return list(self._records.get((str(platform), name.normalized if hasattr(name, "normalized") else str(name)), []))
+
+    def package_names(self, platform: Any) -> list[str]:
+        return sorted({name for plat, name in self._records if plat == str(platform)})
+
+
+# ---------------------------------------------------------------- solving
+
+
+def _channel_of(record: Any) -> str:
+    channel = str(getattr(record, "channel", "") or "")
+    return channel.rstrip("/")
+
+
+def _virtual_packages(platform: str, build_platform: str) -> list[Any]:
+    import rattler
+
+    detected = rattler.VirtualPackage.detect()
+    if platform in (build_platform, "noarch"):
+        return detected
+    # Another target (linux-aarch64 from linux-64): the OS packages apply, this CPU's archspec does not.
+    return [v for v in detected if "Archspec" not in repr(v)]
+
+
+async def _available_names(gw: Any, sources: list[Any], platform: str, names: set[str]) -> set[str]:
+    """The names among `names` that some source has (for `platform` or noarch), without solving."""
+    result = await gw.query(sources, [platform, "noarch"], sorted(names), recursive=False)
+    found: set[str] = set()
+    for per_source in result:
+        for record in per_source:
+            found.add(record.name.normalized)
+    return found
+
+
+def _fix_for(name: str, down: Sequence[ChannelStatus] = ()) -> str:
+    """The fix data/channels.yaml names for `name`; else, when a remote channel did not answer,
+    the network (it may well have the package), else the generic advice."""
+    for entry in channel_data()["missing_fixes"]:
+        if any(fnmatch.fnmatchcase(name, pattern) for pattern in entry["names"]):
+            return str(entry["fix"])
+    if down:
+        return f"let {', '.join(c.url for c in down)} be reached (network), or --offline with a local channel that has it (-c DIR)"
+    return GENERIC_FIX
+
+
+def _channel_fixes(channels: Sequence[ChannelStatus], offline_dropped: Sequence[str]) -> list[str]:
+    """The channel advice that goes with missing packages: the network first when it was down."""
+    fixes = []
+    down = [c for c in channels if c.state == "unreachable"]
+    if down:
+        fixes.append(
+            f"connect this machine to the network ({', '.join(c.url for c in down)} did not answer), "
+            "or build offline: --offline with the dependencies in a local channel (-c DIR)"
+        )
+    broken = [c for c in channels if c.state == "error"]
+    if broken:
+        fixes.append(f"check the channel {', '.join(c.url for c in broken)} (it is not a readable conda channel)")
+    defaults = [str(c) for c in channel_data()["default_channels"]]
+    searched = {c.channel for c in channels} | set(offline_dropped)
+    if not down and not any(d in searched or any(s.endswith("/" + d) for s in searched) for d in defaults):
+        fixes.append(f"add {' '.join('-c ' + d for d in defaults)} (not searched: -c or --offline replaced it)")
+    if offline_dropped:
+        fixes.append(f"drop --offline to search {', '.join(offline_dropped)} too (needs the network)")
+    return fixes
+
+
+def resolve_plan(
+    plan: Plan,
+    channels: Sequence[ChannelStatus],
+    *,
+    run_tests: bool,
+    offline_dropped: Sequence[str] = (),
+    extra_planned: Sequence[RecipeFacts] = (),
+) -> Resolution:
+    """Solve every environment of the jobs whose build or test step this run would run (skipped
+    prerequisites and finished steps need nothing: an unchanged rerun resolves nothing).
+
+    `channels` are the probed channels in search order, the output dir first; `extra_planned` are
+    packages made before the plan runs (the --build-tools wheels channel in a dry run).
+    """
+    import rattler
+    from rattler.exceptions import GatewayError, SolverError
+
+    build_platform = str(rattler.Subdir.current())
+    from condapipe.plan.runner import describe
+
+    pending = {row["id"] for row in describe(plan) if row["action"] == "run"}
+    building = [job for job in plan.jobs if {f"build:{job.label}", f"test:{job.label}"} & pending]
+    recipes: list[RecipeFacts] = []
+    skipped: list[str] = []
+    for job in building:
+        facts = render_job(job, build_platform, run_tests)
+        if not facts:
+            skipped.append(job.label)
+        recipes.extend(facts)
+    usable = [c.channel for c in channels if c.usable]
+    unreachable = [c for c in channels if c.state == "unreachable"]
+    down = unreachable
+    notes: list[str] = []
+    envs = [env for facts in recipes for env in facts.environments]
+
+    # A job's own package is not offered to its own environments: a package cannot build itself.
+    missing: dict[str, Missing] = {}
+    conflicts: list[tuple[str, str]] = []
+    solved: list[Solved] = []
+    order = {f.job: i for i, f in enumerate(recipes)}
+
+    async def run() -> None:
+        gw = gateway()
+        for env in envs:
+            earlier = [f for f in (*extra_planned, *recipes) if order.get(f.job, -1) < order[env.job]]
+            planned = PlannedPackages(earlier)
+            sources: list[Any] = ([planned] if planned else []) + [rattler.Channel(c) for c in usable]
+            names = {spec_name(s) for s in env.specs}
+            try:
+                have = await _available_names(gw, sources, env.platform, names) if sources else set()
+            except GatewayError as exc:
+                conflicts.append((f"{env.job} ({env.kind})", str(exc).splitlines()[0]))
+                continue
+            absent = [s for s in env.specs if spec_name(s) not in have]
+            for spec in absent:
+                name = spec_name(spec)
+                entry = missing.get(name)
+                who = f"{env.job} ({env.kind})"
+                if entry is None:
+                    missing[name] = Missing(name, spec, (who,), _fix_for(name, down))
+                elif who not in entry.needed_by:
+                    missing[name] = Missing(name, entry.spec, (*entry.needed_by, who), entry.fix)
+            if absent:
+                continue
+            try:
+                records = await rattler.solve(
+                    sources,
+                    list(env.specs),
+                    gateway=gw,
+                    platforms=[env.platform, "noarch"],
+                    virtual_packages=_virtual_packages(env.platform, build_platform),
+                    timeout=_SOLVE_TIMEOUT,
+                )
+            except (SolverError, GatewayError) as exc:
+                conflicts.append((f"{env.job} ({env.kind})", " ".join(str(exc).split())[:600]))
+                continue
+            rows = sorted(
+                (r.name.normalized, str(r.version), r.build, _channel_of(r)) for r in records
+            )
+            solved.append(Solved(env, tuple(rows)))
+
+    asyncio.run(run())
+    fixes: list[str] = []
+    if missing or conflicts:
+        for m in missing.values():
+            if m.fix not in fixes:
+                fixes.append(m.fix)
+        fixes += _channel_fixes(channels, offline_dropped)
+    elif unreachable:
+        notes.append(
+            f"{', '.join(c.url for c in unreachable)} did not answer; not needed: every environment "
+            "resolved without it, so the build goes on without it"
+        )
+    return Resolution(
+        channels=tuple(channels),
+        recipes=tuple(recipes),
+        solved=tuple(solved),
+        missing=tuple(missing.values()),
+        conflicts=tuple(conflicts),
+        notes=tuple(notes),
+        skipped=tuple(skipped),
+        fixes=tuple(fixes),
+    )
