@@ -41,5 +41,6 @@ class BuildFailed(CondapipeError):
         if log_path:
             parts.append(f"log: {log_path}")
         super().__init__(" — ".join(parts))
+        self.message = message
         self.diagnosis = diagnosis
         self.log_path = log_path

@@ -133,14 +133,16 @@ def test_dependencies_come_only_from_the_channels_not_from_earlier_builds(
     project: Path, libgreet: dict, tmp_path: Path
 ) -> None:
     # Same work dir, but a fresh output channel without libgreet: the build must not quietly use
-    # the libgreet built earlier (rattler-build's scratch output is per build), and the failure
-    # names the cause.
+    # the libgreet built earlier (rattler-build's scratch output is per build), and resolving
+    # first stops it before anything compiles, naming the cause (exit 3: the channels lack it).
     code, _, err = condapipe(
-        "build", str(RECIPES / "greet-app"), "--output-dir", str(tmp_path / "empty-channel"), cwd=project
-    )
-    assert code == 1
+        "build", str(RECIPES / "greet-app"), "--output-dir", str(tmp_path / "empty-channel"), "--offline",
+        cwd=project,
+    )  # fmt: skip
+    assert code == 3
     last = err.strip().splitlines()[-1]
-    assert "dependency not found in the channels" in last and "build the dependency first" in last
+    assert "nothing was built" in last and "libgreet >=1.2 (greet-app (host), greet-app (test))" in last
+    assert "build it first into the --output-dir" in last
 
 
 def test_dry_run_prints_the_plan_and_changes_nothing(tmp_path: Path) -> None:

@@ -38,8 +38,11 @@ def dry_run(tmp_path: Path, *args: str) -> dict:
         ],
     )
     plan = json.loads(result.stdout)
-    # A dry run exits as the real run would: 3 when a blocking doctor finding would stop it.
-    assert result.exit_code == (0 if plan["doctor"]["ok"] else 3), result.stderr
+    # A dry run exits as the real run would: 3 when a blocking doctor finding would stop it, or
+    # when its dependencies do not resolve (no channel here has cmake: resolve first says so).
+    stops = not plan["doctor"]["ok"] or not plan["resolve"]["ok"]
+    assert result.exit_code == (3 if stops else 0), result.stderr
+    assert plan["would_stop"] == stops
     return plan
 
 

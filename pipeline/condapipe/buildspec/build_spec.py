@@ -56,6 +56,7 @@ class Source:
     rev: str | None = None  # git tag/commit, e.g. "v1.8.0"
     path: Path | None = None  # local checkout (--source DIR)
     sha256: str | None = None  # for tarballs
+    https_url: str | None = None  # the tarball over https, for fetching it by hand (magma's is http)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -64,6 +65,7 @@ class Source:
             "rev": self.rev,
             "path": str(self.path) if self.path else None,
             "sha256": self.sha256,
+            "https_url": self.https_url,
         }
 
 
@@ -239,7 +241,7 @@ def _source(
     if src["kind"] == "git":
         return Source(kind="git", url=src["url"], rev=src["rev"].format(version=version))
     if src["kind"] == "magma" and magma is not None:
-        return Source(kind="url", url=magma.url, sha256=magma.sha256)
+        return Source(kind="url", url=magma.url, sha256=magma.sha256, https_url=magma.https_url)
     return Source(kind="none")
 
 

@@ -52,6 +52,7 @@ class MagmaInfo:
     build_number: int
     url: str
     sha256: str | None
+    https_url: str | None = None  # the same file over https (offered when `url` cannot be fetched)
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ def _cuda_rows() -> dict[str, CudaInfo]:
                 build_number=int(magma["build_number"]),
                 url=src["url"],
                 sha256=src["sha256"],
+                https_url=src.get("https_url"),
             ),
             max_gcc=int(row["max_gcc"]),
             cudnn=str(row["cudnn"]),

@@ -79,7 +79,10 @@ def build_action(job: Job, options: PlanOptions) -> Action:
         ensure_channel(build_options.output_dir)
         ensure_channel(options.output_dir)
         ctx.log.write(f"engine {engine.name} ({why}); recipe {recipe_dir}")
-        result = engine.build(recipe_dir, build_options)
+        try:
+            result = engine.build(recipe_dir, build_options)
+        except BuildFailed as exc:
+            raise with_source_advice(exc, job) from None
         ctx.log.write(f"engine log: {result.log_path}")
         return StepOutcome(
             files=tuple(sorted(result.packages)),
@@ -87,6 +90,23 @@ def build_action(job: Job, options: PlanOptions) -> Action:
         )
 
     return run
+
+
+def with_source_advice(exc: BuildFailed, job: Job) -> BuildFailed:
+    """A failure to download the source names where it comes from and how to hand it over
+    (--source DIR|TARBALL; for magma the https URL and its sha256); other failures pass unchanged."""
+    from condapipe.engines.diagnose import load_rules
+
+    title = next(rule.title for rule in load_rules() if rule.id == "source-fetch-failed")
+    if not exc.diagnosis or not exc.diagnosis.startswith(title):
+        return exc
+    if job.spec is not None:
+        from condapipe.render.source_check import source_advice
+
+        advice = source_advice(job.spec)
+    else:
+        advice = f"point the source of {job.recipe_dir} at a local copy (source: path: or url: file://)"
+    return BuildFailed(exc.message, diagnosis=f"{exc.diagnosis}; {advice}", log_path=exc.log_path)
 
 
 def build_env(job: Job, options: PlanOptions) -> dict[str, str]:

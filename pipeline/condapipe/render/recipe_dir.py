@@ -223,10 +223,14 @@ def render_model(model: RecipeModel, out_dir: Path, *, force: bool = False) -> R
 
 
 def build_model(spec: BuildSpec) -> RecipeModel:
-    """The RecipeModel of `spec`, from its package family."""
+    """The RecipeModel of `spec`, from its package family; a --source of another project or
+    version is refused here, before any patch is applied to it (condapipe.render.source_check)."""
     from condapipe.render.families import family_for
+    from condapipe.render.source_check import check_source
 
-    return family_for(spec.package).build_model(spec)
+    model = family_for(spec.package).build_model(spec)
+    check_source(spec, [patch.name for patch in model.source.patches])
+    return model
 
 
 def render_recipe(spec: BuildSpec, out_dir: Path, *, force: bool = False) -> RenderResult:
