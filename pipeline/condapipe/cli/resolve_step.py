@@ -56,6 +56,6 @@ def resolve_before_building(
             )
         for note in resolution.notes:
             err_console.print(f"note: {note}", soft_wrap=True, markup=False, highlight=False)
-    for line in resolution.detail_lines():
+    for line in resolution.detail_lines() if not resolution.ok else ():
         err_console.print(line, soft_wrap=True, markup=False, highlight=False)
     return resolution

@@ -80,7 +80,8 @@ def _archive_members(archive: Path, wanted: set[str]) -> dict[str, str]:
                 if len(found) == len(wanted):
                     break
     except (tarfile.TarError, zipfile.BadZipFile, OSError, EOFError) as exc:
-        raise UsageError(f"--source {archive}: not a readable source archive ({exc})") from None
+        why = str(exc).splitlines()[0].rstrip(":") if str(exc) else type(exc).__name__
+        raise UsageError(f"--source {archive}: not a readable source archive ({why})") from None
     return found
 
 
