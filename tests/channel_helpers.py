@@ -63,7 +63,7 @@ def make_channel(root: Path, packages: Sequence[Pkg]) -> Path:
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: object) -> None:
         return None
 
 

@@ -4,8 +4,12 @@ The commands are parsed out of README.md's first code blocks (so this test break
 changes): the setup line (its install runs as written; the main job with --dry-run), the test
 command (its install runs as written; then the tests that need the PyPI test tools run with the
 venv's Python), and the three headline commands of "What it does", each with --dry-run, in a
-fresh project directory. The venv is made with `python3 -m venv` (no system site-packages) and
-installs from the package index pip is configured with, as a newcomer's would.
+fresh project directory. Then real (not dry) builds as a newcomer's first own recipe goes: one
+whose dependencies resolve against local channels (a -c folder and the --build-tools wheels tool
+channel) and is built, tested and published, and one that needs a package no channel has, which
+stops before anything compiles with the message asserted here. The venv is made with
+`python3 -m venv` (no system site-packages) and installs from the package index pip is configured
+with, as a newcomer's would.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from channel_helpers import Pkg, closed_port_url, make_channel
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -132,7 +137,11 @@ def test_readme_commands_work_for_a_newcomer(tmp_path: Path) -> None:
     pytorch = shell(dry(pytorch_cmd), project, env)
     assert "chose pytorch 1.9.1: no release was built upstream for CUDA 11.0" in pytorch.stderr
     assert "chose python 3.9: " in pytorch.stderr
-    blocked = "doctor: block:" in pytorch.stderr
+    # Resolve first: the dry run shows where the source comes from and what the channels give.
+    assert "source git https://github.com/pytorch/pytorch.git at v1.9.1" in pytorch.stdout
+    assert "https://conda.anaconda.org/conda-forge (remote, " in pytorch.stdout
+    unresolved = "dependencies do not resolve" in pytorch.stderr
+    blocked = "doctor: block:" in pytorch.stderr or unresolved
     assert pytorch.returncode == (3 if blocked else 0), pytorch.stderr
     if blocked:
         assert re.search(r"^  stop ", pytorch.stdout, re.M) and not re.search(
@@ -142,7 +151,8 @@ def test_readme_commands_work_for_a_newcomer(tmp_path: Path) -> None:
     magma = shell(dry(magma_cmd), project, env)
     if has_nvcc:
         assert re.match(r"chose cuda \d+\.\d+: the CUDA of the nvcc on PATH", magma.stderr), magma.stderr
-        assert magma.returncode == (3 if "doctor: block:" in magma.stderr else 0), magma.stderr
+        stops = "doctor: block:" in magma.stderr or "dependencies do not resolve" in magma.stderr
+        assert magma.returncode == (3 if stops else 0), magma.stderr
     else:
         assert magma.returncode == 2 and "run: condapipe build magma --cuda" in magma.stderr
 
@@ -150,3 +160,62 @@ def test_readme_commands_work_for_a_newcomer(tmp_path: Path) -> None:
     assert upload.returncode == 2, upload.stderr
     assert f"nothing to upload: no .conda or .tar.bz2 package under {project / 'channel'}" in upload.stderr
     assert not (project / "channel").exists() and not (project / ".condapipe").exists()
+
+    # 4. A real build of one's own recipe: resolved against local channels, then built for real.
+    first_own_recipe(tmp_path / "own", env)
+
+
+RECIPE = """\
+package:
+  name: hello-newcomer
+  version: 0.1.0
+build:
+  number: 0
+  script:
+    - cmake --version > version.txt
+    - mkdir -p $PREFIX/share/hello-newcomer && cp version.txt $PREFIX/share/hello-newcomer/
+requirements:
+  build:
+    - cmake
+  host:
+    - python
+{extra}  run:
+    - python
+tests:
+  - script:
+      - test -s $PREFIX/share/hello-newcomer/version.txt
+"""
+
+
+def first_own_recipe(project: Path, env: dict[str, str]) -> None:
+    """`condapipe build ./recipe` for real: dependencies from a local -c channel and the tool
+    channel resolve, build and publish; a dependency no channel has stops it before compiling."""
+    project.mkdir()
+    make_channel(project / "deps", [Pkg("python", "3.11.9"), Pkg("python", "3.12.4")])
+    for name, extra in (("hello", ""), ("needs-libfoo", "    - libfoo-newcomer >=1.0\n")):
+        (project / name).mkdir()
+        (project / name / "recipe.yaml").write_text(RECIPE.format(extra=extra))
+        (project / name / "variants.yaml").write_text('python:\n  - "3.11"\n')
+    built = shell(
+        "condapipe build ./hello -c ./deps --build-tools wheels --engine rattler-build",
+        project,
+        env,
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert "resolved 3 environments before building" in built.stderr
+    assert list((project / "channel" / "linux-64").glob("hello-newcomer-0.1.0-*.conda"))
+
+    # Without network (HTTPS through a port nothing listens on): the default conda-forge cannot
+    # answer, and the missing packages are named with the channels, their state and the fixes.
+    offline = {**env, "HTTPS_PROXY": closed_port_url(), "https_proxy": closed_port_url()}
+    missing = shell("condapipe build ./needs-libfoo --engine rattler-build", project, offline, timeout=300)
+    assert missing.returncode == 3, missing.stderr[-3000:]
+    assert "channel did not answer: https://conda.anaconda.org/conda-forge" in missing.stderr
+    last = missing.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: dependencies do not resolve, nothing was built: ")
+    assert "libfoo-newcomer >=1.0 (hello-newcomer (host))" in last
+    assert "https://conda.anaconda.org/conda-forge (remote, unreachable" in last
+    assert f"file://{project / 'channel'} (local, reachable)" in last
+    assert "--offline" in last and "network" in last
+    assert not list((project / ".condapipe").glob("steps/build*"))  # nothing compiled

@@ -29,7 +29,7 @@ EXPECTED = {
     "nvcc-version-mismatch.log": ("nvcc-version-mismatch", "put the requested toolkit first on PATH"),
     "unresolved-dependency.log": ("unresolved-dependency", "build the dependency first"),
     "no-candidates-cmake.log": ("unresolved-dependency", "add the channel that has it"),
-    # rattler-build 0.73 with the network cut (condapipe build magma, tests/engines/test_source_fetch_failure.py)
+    # rattler-build 0.73 with the network cut (tests/engines/test_source_fetch_failure.py)
     "source-download-failed.log": ("source-fetch-failed", "--source TARBALL"),
 }
 

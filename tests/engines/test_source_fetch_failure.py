@@ -35,11 +35,16 @@ def test_a_magma_build_without_network_names_the_https_url_and_sha256(
     pytest.importorskip("cmake")
     pytest.importorskip("ninja")
     closed = closed_port_url()
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):  # no network, whatever the machine has
+    for name in (
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "http_proxy",
+        "https_proxy",
+    ):  # no network, whatever the machine has
         monkeypatch.setenv(name, closed)
     code, _, err = condapipe(
-        "build", "magma", "--cuda", "13.0", "--arch", "9.0", "--build-tools", "wheels", "--engine", "rattler-build",
-        "--force", cwd=tmp_path,
+        "build", "magma", "--cuda", "13.0", "--arch", "9.0", "--build-tools", "wheels",
+        "--engine", "rattler-build", "--force", cwd=tmp_path,
     )  # fmt: skip
     assert code == 1, err
     last = " ".join(err.strip().splitlines()[-1:])

@@ -75,7 +75,9 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def dry(tmp_path: Path, *args: str) -> tuple[int, str, str]:
-    return condapipe("build", str(tmp_path / "hello"), "--engine", "rattler-build", "--dry-run", *args, cwd=tmp_path)
+    return condapipe(
+        "build", str(tmp_path / "hello"), "--engine", "rattler-build", "--dry-run", *args, cwd=tmp_path
+    )
 
 
 def test_a_dry_run_shows_the_solved_versions_and_the_source(tmp_path: Path, deps: Path) -> None:
@@ -95,8 +97,14 @@ def test_the_json_dry_run_lists_every_solved_package(tmp_path: Path, deps: Path)
     code, out, err = dry(tmp_path, "-c", str(deps), "--json")
     assert code == 0, err
     resolved = json.loads(out)["resolve"]
-    envs = {env["kind"]: {p["name"]: p["version"] for p in env["packages"]} for env in resolved["environments"]}
-    assert envs == {"build": {"cmake": "3.30.2"}, "host": {"numpy": "2.0.2", "python": "3.11.9"}, "test": {"python": "3.11.9"}}
+    envs = {
+        env["kind"]: {p["name"]: p["version"] for p in env["packages"]} for env in resolved["environments"]
+    }
+    assert envs == {
+        "build": {"cmake": "3.30.2"},
+        "host": {"numpy": "2.0.2", "python": "3.11.9"},
+        "test": {"python": "3.11.9"},
+    }
 
 
 def test_a_missing_package_stops_the_build_before_it_starts_naming_channels_and_fix(
@@ -123,7 +131,9 @@ def test_a_channel_served_over_http_resolves(tmp_path: Path, deps: Path) -> None
     assert "host env (2 packages): numpy 2.0.2, python 3.11.9" in out
 
 
-def test_an_unreachable_channel_is_reported_as_unreachable_not_as_not_found(tmp_path: Path, deps: Path) -> None:
+def test_an_unreachable_channel_is_reported_as_unreachable_not_as_not_found(
+    tmp_path: Path, deps: Path
+) -> None:
     recipe(tmp_path / "hello", extra_host=("libfoo",))
     closed = closed_port_url()
     code, _, err = dry(tmp_path, "-c", str(deps), "-c", closed)
@@ -135,7 +145,9 @@ def test_an_unreachable_channel_is_reported_as_unreachable_not_as_not_found(tmp_
     assert "connect this machine to the network" in last and "--offline" in last
 
 
-def test_a_channel_that_never_answers_fails_fast(tmp_path: Path, deps: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_channel_that_never_answers_fails_fast(
+    tmp_path: Path, deps: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     recipe(tmp_path / "hello", extra_host=("libfoo",))
     monkeypatch.setenv("CONDAPIPE_CHANNEL_TIMEOUT", "2")
     with silent_server() as url:
@@ -160,7 +172,9 @@ def test_the_default_conda_forge_offline_names_the_network_and_offline_as_the_fi
     assert "--offline" in last and "network" in last
 
 
-def test_an_unreachable_default_that_is_not_needed_is_left_out_with_a_note(tmp_path: Path, deps: Path) -> None:
+def test_an_unreachable_default_that_is_not_needed_is_left_out_with_a_note(
+    tmp_path: Path, deps: Path
+) -> None:
     # Everything the recipe needs is in the output dir: conda-forge's silence costs nothing.
     make_channel(tmp_path / "channel", PACKAGES)
     recipe(tmp_path / "hello")
@@ -194,7 +208,7 @@ def test_a_magma_build_names_its_build_tools_and_the_wheels_fix(tmp_path: Path) 
 def test_the_wheels_tool_channel_resolves_magma_offline(tmp_path: Path) -> None:
     pytest.importorskip("cmake")
     pytest.importorskip("ninja")
-    code, out, err = condapipe(
+    _, out, err = condapipe(
         "build", "magma", "--cuda", "13.0", "--arch", "9.0", "--offline", "--build-tools", "wheels",
         "--dry-run", cwd=tmp_path,
     )  # fmt: skip

@@ -170,7 +170,9 @@ def _absolute_source(table: dict[str, Any], path: Path) -> dict[str, Any]:
         table["source"] = str((path.resolve().parent / src).resolve())
     channels = table.get("channels")
     if isinstance(channels, (str, list)):
-        table["channels"] = [_config_relative(c, path) for c in ([channels] if isinstance(channels, str) else channels)]
+        table["channels"] = [
+            _config_relative(c, path) for c in ([channels] if isinstance(channels, str) else channels)
+        ]
     cache_dir = table.get("compile_cache")
     if isinstance(cache_dir, str) and cache_dir and "://" not in cache_dir:
         table["compile_cache"] = str((path.resolve().parent / Path(cache_dir).expanduser()).resolve())
@@ -179,7 +181,7 @@ def _absolute_source(table: dict[str, Any], path: Path) -> dict[str, Any]:
 
 def _config_relative(channel: str, path: Path) -> str:
     """A channel given as a relative directory (./deps) is relative to the config file."""
-    if channel.startswith((".", "~")) or "/" in channel and "://" not in channel:
+    if channel.startswith((".", "~")) or ("/" in channel and "://" not in channel):
         return str((path.resolve().parent / Path(channel).expanduser()).resolve())
     return channel
 

@@ -103,11 +103,14 @@ def gateway() -> Any:
 
 
 def new_gateway() -> Any:
-    """A fresh py-rattler Gateway for this command: requests give up after channel_timeout()
-    seconds, and each channel's index is fetched once and kept in memory (probe, prerequisite
-    lookup and solves share it; a new command sees the channels as they are now). No disk cache: py-rattler 0.28 revalidating a cached sharded index
-    (repodata_shards.msgpack.zst, which its own indexer writes) fails on the server's
-    "304 Not Modified" ("received unexpected status code"), e.g. with any static file server."""
+    """A fresh py-rattler Gateway for this command.
+
+    Requests give up after channel_timeout() seconds, and each channel's index is fetched once
+    and kept in memory (probe, prerequisite lookup and solves share it; a new command sees the
+    channels as they are now). No disk cache: py-rattler 0.28 revalidating a cached sharded index
+    (repodata_shards.msgpack.zst, which its own indexer writes) fails on the server's "304 Not
+    Modified" ("received unexpected status code"), e.g. with any static file server.
+    """
     import rattler
 
     client = rattler.Client(timeout=max(1, round(channel_timeout())))
@@ -149,14 +152,16 @@ class ChannelStatus:
 
 def _cause(exc: BaseException) -> str:
     """rattler's error chain ("error sending request ...\\nCaused by: ...") as its last two causes."""
-    lines = [line.strip().removeprefix("Caused by:").strip() for line in str(exc).splitlines() if line.strip()]
+    lines = [
+        line.strip().removeprefix("Caused by:").strip() for line in str(exc).splitlines() if line.strip()
+    ]
     if not lines:
         return type(exc).__name__
     return "; ".join(lines[-2:]) if len(lines) > 1 else lines[0]
 
 
 def classify(exc: BaseException) -> str:
-    """"unreachable" for a network that did not answer, else "error" (not a channel, bad URL, ...)."""
+    """ "unreachable" for a network that did not answer, else "error" (not a channel, bad URL, ...)."""
     text = str(exc)
     return "unreachable" if any(marker in text for marker in _UNREACHABLE) else "error"
 
@@ -204,7 +209,7 @@ def _base_url(chan: str) -> str:
         import rattler
 
         return str(rattler.Channel(chan).base_url).rstrip("/")
-    except Exception:  # noqa: BLE001 - an unparsable channel is shown as given
+    except Exception:
         return chan
 
 

@@ -135,12 +135,15 @@ class Resolution:
         if self.missing:
             where = "the channels that answered" if self._down() else "the channels searched"
             names = ", ".join(f"{m.spec} ({', '.join(m.needed_by)})" for m in self.missing)
-            parts.append(f"{len(self.missing)} package{'s are' if len(self.missing) != 1 else ' is'} in none of {where}: {names}")
+            count = f"{len(self.missing)} package{'s are' if len(self.missing) != 1 else ' is'}"
+            parts.append(f"{count} in none of {where}: {names}")
         for env, message in self.conflicts:
             parts.append(f"{env} cannot be solved: {message}")
         searched = ", ".join(c.describe() for c in self.channels)
         return EnvironmentProblem(
-            "dependencies do not resolve, nothing was built: " + "; ".join(parts) + f" — channels: {searched}",
+            "dependencies do not resolve, nothing was built: "
+            + "; ".join(parts)
+            + f" — channels: {searched}",
             fix="; ".join(self.fixes) or None,
         )
 
@@ -175,7 +178,8 @@ class Resolution:
             ],
             "sources": {f.job: f.source for f in self.recipes},
             "missing": [
-                {"name": m.name, "spec": m.spec, "needed_by": list(m.needed_by), "fix": m.fix} for m in self.missing
+                {"name": m.name, "spec": m.spec, "needed_by": list(m.needed_by), "fix": m.fix}
+                for m in self.missing
             ],
             "conflicts": [{"environment": e, "message": m} for e, m in self.conflicts],
             "notes": list(self.notes),
@@ -292,8 +296,15 @@ def render_job(job: Job, build_platform: str, run_tests: bool) -> list[RecipeFac
         req = data.get("requirements") or {}
         pin = [pin_to_variant(s, variant) for s in _deps(req.get("run"))]
         envs = [
-            Environment(job.label, "build", build_platform, tuple(pin_to_variant(s, variant) for s in _deps(req.get("build")))),
-            Environment(job.label, "host", target, tuple(pin_to_variant(s, variant) for s in _deps(req.get("host")))),
+            Environment(
+                job.label,
+                "build",
+                build_platform,
+                tuple(pin_to_variant(s, variant) for s in _deps(req.get("build"))),
+            ),
+            Environment(
+                job.label, "host", target, tuple(pin_to_variant(s, variant) for s in _deps(req.get("host")))
+            ),
         ]
         if run_tests and data.get("tests"):
             test = [*pin, *(pin_to_variant(s, variant) for s in _test_specs(data.get("tests")))]
@@ -336,7 +347,9 @@ class PlannedPackages:
                 depends=list(f.run),
             )
             file_name = f"{f.package}-{f.version}-{f.build_string}.conda"
-            repo = rattler.RepoDataRecord(record, file_name, f"{PLANNED_CHANNEL}/{file_name}", PLANNED_CHANNEL)
+            repo = rattler.RepoDataRecord(
+                record, file_name, f"{PLANNED_CHANNEL}/{file_name}", PLANNED_CHANNEL
+            )
             self._records.setdefault((f.platform, f.package), []).append(repo)
 
     def __bool__(self) -> bool:
@@ -346,7 +359,11 @@ class PlannedPackages:
         return {name for _, name in self._records}
 
     async def fetch_package_records(self, platform: Any, name: Any) -> list[Any]:
-        return list(self._records.get((str(platform), name.normalized if hasattr(name, "normalized") else str(name)), []))
+        return list(
+            self._records.get(
+                (str(platform), name.normalized if hasattr(name, "normalized") else str(name)), []
+            )
+        )
 
     def package_names(self, platform: Any) -> list[str]:
         return sorted({name for plat, name in self._records if plat == str(platform)})
@@ -387,8 +404,15 @@ def _fix_for(name: str, down: Sequence[ChannelStatus] = ()) -> str:
         if any(fnmatch.fnmatchcase(name, pattern) for pattern in entry["names"]):
             return str(entry["fix"])
     if down:
-        return f"let {', '.join(c.url for c in down)} be reached (network), or --offline with a local channel that has it (-c DIR)"
+        return _network_fix(down)
     return GENERIC_FIX
+
+
+def _network_fix(down: Sequence[ChannelStatus]) -> str:
+    return (
+        f"connect this machine to the network ({', '.join(c.url for c in down)} did not answer), "
+        "or build offline: --offline with the dependencies in a local channel (-c DIR)"
+    )
 
 
 def _channel_fixes(channels: Sequence[ChannelStatus], offline_dropped: Sequence[str]) -> list[str]:
@@ -396,17 +420,18 @@ def _channel_fixes(channels: Sequence[ChannelStatus], offline_dropped: Sequence[
     fixes = []
     down = [c for c in channels if c.state == "unreachable"]
     if down:
-        fixes.append(
-            f"connect this machine to the network ({', '.join(c.url for c in down)} did not answer), "
-            "or build offline: --offline with the dependencies in a local channel (-c DIR)"
-        )
+        fixes.append(_network_fix(down))
     broken = [c for c in channels if c.state == "error"]
     if broken:
-        fixes.append(f"check the channel {', '.join(c.url for c in broken)} (it is not a readable conda channel)")
+        fixes.append(
+            f"check the channel {', '.join(c.url for c in broken)} (it is not a readable conda channel)"
+        )
     defaults = [str(c) for c in channel_data()["default_channels"]]
     searched = {c.channel for c in channels} | set(offline_dropped)
     if not down and not any(d in searched or any(s.endswith("/" + d) for s in searched) for d in defaults):
-        fixes.append(f"add {' '.join('-c ' + d for d in defaults)} (not searched: -c or --offline replaced it)")
+        fixes.append(
+            f"add {' '.join('-c ' + d for d in defaults)} (not searched: -c or --offline replaced it)"
+        )
     if offline_dropped:
         fixes.append(f"drop --offline to search {', '.join(offline_dropped)} too (needs the network)")
     return fixes
@@ -488,9 +513,7 @@ def resolve_plan(
             except (SolverError, GatewayError) as exc:
                 conflicts.append((f"{env.job} ({env.kind})", " ".join(str(exc).split())[:600]))
                 continue
-            rows = sorted(
-                (r.name.normalized, str(r.version), r.build, _channel_of(r)) for r in records
-            )
+            rows = sorted((r.name.normalized, str(r.version), r.build, _channel_of(r)) for r in records)
             solved.append(Solved(env, tuple(rows)))
 
     asyncio.run(run())
@@ -499,7 +522,7 @@ def resolve_plan(
         for m in missing.values():
             if m.fix not in fixes:
                 fixes.append(m.fix)
-        fixes += _channel_fixes(channels, offline_dropped)
+        fixes += [fix for fix in _channel_fixes(channels, offline_dropped) if fix not in fixes]
     elif unreachable:
         notes.append(
             f"{', '.join(c.url for c in unreachable)} did not answer; not needed: every environment "

@@ -147,5 +147,8 @@ def source_advice(spec: BuildSpec) -> str:
         fetch = src.https_url or src.url
         sha = f" (sha256 {src.sha256})" if src.sha256 else ""
         name = PurePosixPath(urlparse(fetch).path).name or "the archive"
-        return f"the source is {src.url}: download {fetch}{sha} where the network works, then pass --source {name}"
+        return (
+            f"the source is {src.url}: download {fetch}{sha} where the network works, "
+            f"then pass --source {name}"
+        )
     return "pass the source yourself with --source DIR|TARBALL"
