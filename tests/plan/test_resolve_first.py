@@ -224,3 +224,17 @@ def test_a_pytorch_variant_without_its_magma_says_build_magma_first(tmp_path: Pa
     )  # fmt: skip
     assert code == 3
     assert "missing: magma-cuda124 — fix: build magma first" in err
+
+
+def test_the_config_files_channels_replace_the_default_and_c_replaces_them(tmp_path: Path, deps: Path) -> None:
+    recipe(tmp_path / "hello")
+    (tmp_path / "condapipe.toml").write_text(f'channels = ["{deps.name}"]\n')
+    (tmp_path / deps.name).symlink_to(deps)  # a directory relative to the config file
+    code, out, err = dry(tmp_path)
+    assert code == 0, err
+    assert f"file://{tmp_path / deps.name}" in out and "conda-forge" not in out
+    code, out, err = dry(tmp_path, "-c", str(tmp_path / "nowhere"))
+    assert code == 3
+    # neither the default nor the config file's channel was searched; the fix says how to add it
+    assert "conda.anaconda.org" not in err and f"{tmp_path / deps.name}" not in err
+    assert "add -c conda-forge" in err

@@ -136,7 +136,12 @@ def command(
             _print_variants(plan, variants, rows)
         return
     build_flags: list[str] = ["--engine", engine] if engine else []
-    build_flags += [x for chan in channels for x in ("--channel", chan)]
+    # Each job's channels are named: its --channel prerequisites/... would otherwise replace the
+    # default conda-forge (a -c list replaces the default, as in rattler-build).
+    from condapipe.plan.channels import channel_data
+
+    job_channels = channels or settings.channels or tuple(channel_data()["default_channels"])
+    build_flags += [x for chan in job_channels for x in ("--channel", chan)]
     build_flags += ["--no-test"] if no_test else []
     build_flags += ["--compile-cache", compile_cache] if compile_cache else []
     request = CiRequest(
