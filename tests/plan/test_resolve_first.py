@@ -226,7 +226,7 @@ def test_a_pytorch_variant_without_its_magma_says_build_magma_first(tmp_path: Pa
     assert "missing: magma-cuda124 — fix: build magma first" in err
 
 
-def test_the_config_files_channels_replace_the_default_and_c_replaces_them(tmp_path: Path, deps: Path) -> None:
+def test_config_channels_replace_the_default_and_c_replaces_them(tmp_path: Path, deps: Path) -> None:
     recipe(tmp_path / "hello")
     (tmp_path / "condapipe.toml").write_text(f'channels = ["{deps.name}"]\n')
     (tmp_path / deps.name).symlink_to(deps)  # a directory relative to the config file
