@@ -238,3 +238,37 @@ def test_config_channels_replace_the_default_and_c_replaces_them(tmp_path: Path,
     # neither the default nor the config file's channel was searched; the fix says how to add it
     assert "conda.anaconda.org" not in err and f"{tmp_path / deps.name}" not in err
     assert "add -c conda-forge" in err
+
+
+PYTORCH_DEPS = (
+    Pkg("cmake", "3.30.2"),
+    Pkg("ninja", "1.12.1"),
+    Pkg("python", "3.11.9"),
+    Pkg("numpy", "2.0.0", ("python >=3.11,<3.12.0a0",)),
+    Pkg("setuptools", "75.1.0", subdir="noarch"),
+    Pkg("typing_extensions", "4.12.2", subdir="noarch"),
+    Pkg("pyyaml", "6.0.2"),
+    Pkg("six", "1.16.0", subdir="noarch"),
+    Pkg("mkl", "2020.2.256"),
+    Pkg("mkl-include", "2020.2.256"),
+)
+
+
+def test_pytorchs_host_env_solves_against_the_magma_this_plan_builds(tmp_path: Path) -> None:
+    deps = make_channel(tmp_path / "deps", PYTORCH_DEPS)
+    code, out, err = condapipe(
+        "build", "pytorch", "--version", "2.4.1", "--cuda", "12.4", "--python", "3.11",
+        "-c", str(deps), "--no-test", "--dry-run", cwd=tmp_path,
+    )  # fmt: skip
+    assert "dependencies do not resolve" not in err, err
+    assert code == (3 if "doctor: block:" in err else 0)  # this machine may lack CUDA 12.4
+    assert (
+        "magma-cuda124-2.6.1: source http://icl.utk.edu/projectsfiles/magma/downloads/magma-2.6.1.tar.gz"
+        in out
+    )
+    assert "    build env (2 packages): cmake 3.30.2, ninja 1.12.1" in out
+    assert "pytorch-2.4.1-py3.11-cuda12.4: source git https://github.com/pytorch/pytorch.git at v2.4.1" in out
+    assert (
+        "    host env (10 packages): magma-cuda124 2.6.1 (built by this plan), mkl 2020.2.256, ninja 1.12.1, "
+        "numpy 2.0.0, python 3.11.9" in out
+    )

@@ -115,9 +115,7 @@ class Resolution:
             by_job.setdefault(solved.env.job, []).append(solved)
         for facts in self.recipes:
             lines.append(f"{facts.job}: source {facts.source}")
-            for solved in by_job.get(facts.job, []):
-                if solved.env.kind == "test" and facts.job != solved.env.job:
-                    continue
+            for solved in by_job.pop(facts.job, []):  # a job of several variants: shown once
                 shown = solved.key_versions(keys)
                 count = len(solved.records)
                 versions = ", ".join(shown) if shown else "no key packages"
