@@ -25,7 +25,8 @@ def resolve_before_building(
     `resolution.problem()` once it has shown what it shows (the dry run's plan)."""
     if setup is None:
         return None
-    from condapipe.plan.resolve import RecipeFacts, resolve_plan
+    from condapipe.plan.environments import RecipeFacts
+    from condapipe.plan.resolve import resolve_plan
     from condapipe.publish.tool_channel import BUILD_STRING
 
     tools = tuple(
