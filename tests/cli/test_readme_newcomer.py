@@ -167,13 +167,13 @@ def test_readme_commands_work_for_a_newcomer(tmp_path: Path) -> None:
 
 RECIPE = """\
 package:
-  name: hello-newcomer
+  name: {name}
   version: 0.1.0
 build:
   number: 0
   script:
     - cmake --version > version.txt
-    - mkdir -p $PREFIX/share/hello-newcomer && cp version.txt $PREFIX/share/hello-newcomer/
+    - mkdir -p $PREFIX/share/{name} && cp version.txt $PREFIX/share/{name}/
 requirements:
   build:
     - cmake
@@ -183,7 +183,7 @@ requirements:
     - python
 tests:
   - script:
-      - test -s $PREFIX/share/hello-newcomer/version.txt
+      - test -s $PREFIX/share/{name}/version.txt
 """
 
 
@@ -192,12 +192,12 @@ def first_own_recipe(project: Path, env: dict[str, str]) -> None:
     channel resolve, build and publish; a dependency no channel has stops it before compiling."""
     project.mkdir()
     make_channel(project / "deps", [Pkg("python", "3.11.9"), Pkg("python", "3.12.4")])
-    for name, extra in (("hello", ""), ("needs-libfoo", "    - libfoo-newcomer >=1.0\n")):
+    for name, extra in (("hello-newcomer", ""), ("needs-libfoo", "    - libfoo-newcomer >=1.0\n")):
         (project / name).mkdir()
-        (project / name / "recipe.yaml").write_text(RECIPE.format(extra=extra))
+        (project / name / "recipe.yaml").write_text(RECIPE.format(name=name, extra=extra))
         (project / name / "variants.yaml").write_text('python:\n  - "3.11"\n')
     built = shell(
-        "condapipe build ./hello -c ./deps --build-tools wheels --engine rattler-build",
+        "condapipe build ./hello-newcomer -c ./deps --build-tools wheels --engine rattler-build",
         project,
         env,
         timeout=600,
@@ -214,8 +214,8 @@ def first_own_recipe(project: Path, env: dict[str, str]) -> None:
     assert "channel did not answer: https://conda.anaconda.org/conda-forge" in missing.stderr
     last = missing.stderr.strip().splitlines()[-1]
     assert last.startswith("error: dependencies do not resolve, nothing was built: ")
-    assert "libfoo-newcomer >=1.0 (hello-newcomer (host))" in last
+    assert "libfoo-newcomer >=1.0 (needs-libfoo (host))" in last
     assert "https://conda.anaconda.org/conda-forge (remote, unreachable" in last
     assert f"file://{project / 'channel'} (local, reachable)" in last
     assert "--offline" in last and "network" in last
-    assert not list((project / ".condapipe").glob("steps/build*"))  # nothing compiled
+    assert not list((project / ".condapipe").glob("steps/build_needs-libfoo*"))  # nothing compiled
