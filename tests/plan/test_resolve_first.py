@@ -250,7 +250,7 @@ PYTORCH_DEPS = (
     Pkg("pyyaml", "6.0.2"),
     Pkg("six", "1.16.0", subdir="noarch"),
     Pkg("mkl", "2020.2.256"),
-    Pkg("mkl-include", "2020.2.256"),
+    Pkg("mkl-devel", "2020.2.256", ("mkl 2020.2.256",)),
 )
 
 
