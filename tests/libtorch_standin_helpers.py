@@ -4,6 +4,7 @@ shared-compile-cache test (which builds the same stand-in on two "runners")."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from conda_package_handling import api as cph
@@ -18,6 +19,14 @@ CUDA_ARCHS = "8.0;9.0+PTX"
 CUDA_SETTINGS = {**SETTINGS, "version": "2.9.0", "cuda": ["13.0"], "arch": CUDA_ARCHS}
 # Versions the recipe's requirements ask for (the CUDA run constraint pins cuda-version 13.0).
 STUB_VERSIONS = {"python": "3.11.0", "cuda-version": "13.0"}
+
+
+def standin_tree(dest: Path, version: str) -> Path:
+    """The stand-in copied to `dest`, its version.txt saying `version`: a --source is checked against
+    --version before anything is built (condapipe.render.source_check), as a real tree would be."""
+    shutil.copytree(STANDIN, dest)
+    (dest / "version.txt").write_text(version + "\n")
+    return dest
 
 
 def stub_package(channel: Path, name: str) -> None:

@@ -35,6 +35,7 @@ from libtorch_standin_helpers import (
     STANDIN,
     TEST_PROJECT,
     recipe_dependencies,
+    standin_tree,
     stub_package,
 )
 
@@ -158,9 +159,10 @@ def built_cuda(project: Path) -> dict:
     if not shutil.which("nvcc"):
         pytest.skip("needs nvcc (CUDA 13.0) on PATH")
     # --force: doctor rightly blocks a CUDA libtorch build without cuDNN; the stand-in links none.
+    source = standin_tree(project / "libtorch-2.9.0", "2.9.0")  # --source must say the --version
     return build_json(
         "libtorch", "--version", "2.9.0", "--cuda", "13.0", "--arch", CUDA_ARCHS, "--blas", "openblas",
-        "--source", str(STANDIN), "--force", "--engine", "rattler-build", cwd=project,
+        "--source", str(source), "--force", "--engine", "rattler-build", cwd=project,
     )  # fmt: skip
 
 

@@ -232,7 +232,9 @@ def test_a_directory_keeps_the_local_ccache(tmp_path: Path) -> None:
     assert dict(cache.env) == {COMPILE_CACHE_ENV: str((tmp_path / "cache-dir").resolve())}
 
 
-def _condapipe_build_on_a_machine(machine: Path, runner: Path, redis: str, stubs: Path) -> tuple[dict, float]:
+def _condapipe_build_on_a_machine(
+    machine: Path, runner: Path, redis: str, stubs: Path, source: Path
+) -> tuple[dict, float]:
     """`condapipe build libtorch` (rattler-build) as one CI runner: its own HOME, TMPDIR and output
     channel; the runner's checkout (and so --work-dir) at the same absolute path on every runner."""
     shutil.rmtree(runner, ignore_errors=True)  # a fresh runner: nothing left from another machine
@@ -249,7 +251,7 @@ def _condapipe_build_on_a_machine(machine: Path, runner: Path, redis: str, stubs
                 "--blas",
                 "openblas",
                 "--source",
-                str(STANDIN),
+                str(source),
                 "--force",
                 "--no-test",
                 "--engine",
@@ -275,16 +277,17 @@ def test_condapipe_build_on_a_second_runner_takes_cuda_objects_from_the_store(
 ) -> None:
     """Through the real `condapipe build` and rattler-build: the engine's build folder has no random
     or time-stamped part, so a second runner with the same checkout path hits for C++ and CUDA."""
-    from libtorch_standin_helpers import CUDA_SETTINGS, recipe_dependencies, stub_package
+    from libtorch_standin_helpers import CUDA_SETTINGS, recipe_dependencies, standin_tree, stub_package
 
     stubs = tmp_path / "stubs"  # the conda packages the recipe asks for, magma-cuda130 among them
     for name in sorted(recipe_dependencies(CUDA_SETTINGS)):
         stub_package(stubs, name)
     index_channel(stubs)
     runner = tmp_path / "runner"
-    first, first_s = _condapipe_build_on_a_machine(tmp_path / "machine-a", runner, redis, stubs)
+    source = standin_tree(tmp_path / "libtorch-2.9.0", CUDA_SETTINGS["version"])  # one checkout path
+    first, first_s = _condapipe_build_on_a_machine(tmp_path / "machine-a", runner, redis, stubs, source)
     assert _total(first["cache_hits"]) == 0
-    second, second_s = _condapipe_build_on_a_machine(tmp_path / "machine-b", runner, redis, stubs)
+    second, second_s = _condapipe_build_on_a_machine(tmp_path / "machine-b", runner, redis, stubs, source)
     hits, misses = _total(second["cache_hits"]), _total(second["cache_misses"])
     rate = f"{hits}/{hits + misses}"
     print(f"condapipe build: machine A {first_s:.1f} s, machine B {second_s:.1f} s, hit rate {rate}")

@@ -61,7 +61,10 @@ def test_cuda12_keeps_the_gemm_kernels_on_their_texture_free_path(tmp_path: Path
 def test_a_release_tarball_is_a_source_too(tmp_path: Path) -> None:
     tree = tmp_path / "magma-2.6.1"
     tree.mkdir()
-    (tree / "CMakeLists.txt").write_text("project(magma)\n")
+    (tree / "CMakeLists.txt").write_text(
+        "project(magma)\n"
+        "set( MAGMA_VERSION_MAJOR 2 )\nset( MAGMA_VERSION_MINOR 6 )\nset( MAGMA_VERSION_MICRO 1 )\n"
+    )
     tarball = tmp_path / "magma-2.6.1.tar.gz"
     with tarfile.open(tarball, "w:gz") as tar:
         tar.add(tree, arcname="magma-2.6.1")

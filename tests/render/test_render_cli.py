@@ -128,6 +128,7 @@ def test_several_pythons_and_cudas_give_one_recipe_with_a_matrix(tmp_path: Path)
 def test_local_checkout_source_and_extra_env_reach_both_formats(tmp_path: Path) -> None:
     checkout = tmp_path / "pytorch-src"
     checkout.mkdir()
+    (checkout / "version.txt").write_text("2.4.1a0\n")  # --source is checked against --version
     out = tmp_path / "recipe"
     result = invoke(*PYTORCH, "--source", str(checkout), "--env", "USE_FLASH_ATTENTION=0", "-o", str(out))
     assert result.exit_code == 0, result.output
