@@ -15,6 +15,7 @@ from typing import Any
 
 from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.buildspec.compile_cache import COMPILE_CACHE_ENV, shared_compile_cache
+from condapipe.cli.interrupt import interrupted
 from condapipe.cli.output import console, err_console, print_json
 from condapipe.doctor import DoctorReport, Machine, run_doctor
 from condapipe.errors import CondapipeError
@@ -31,6 +32,7 @@ from condapipe.plan import (
     run_plan,
     write_report,
 )
+from condapipe.plan.runner import Step
 from condapipe.render.families._common import family_data
 
 
@@ -140,6 +142,22 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
     return result
 
 
+class _QuietOnceInterrupted:
+    """The step display, silent once the user interrupted: the step that fails because it was
+    stopped is not a failure to show (the CLI prints the one "interrupted" line)."""
+
+    def __init__(self, display: StepDisplay) -> None:
+        self._display = display
+
+    def started(self, step: Step, why: str) -> None:
+        if not interrupted():
+            self._display.started(step, why)
+
+    def finished(self, step: Step, status: str, why: str, seconds: float) -> None:
+        if not interrupted():
+            self._display.finished(step, status, why, seconds)
+
+
 def run_and_report(plan: Plan) -> tuple[PlanResult | None, CondapipeError | None, dict[str, Any]]:
     """Run `plan` with the live step display; the result, the error that stopped it, the report.
 
@@ -148,7 +166,9 @@ def run_and_report(plan: Plan) -> tuple[PlanResult | None, CondapipeError | None
     error: CondapipeError | None = None
     try:
         with StepDisplay(plan, err_console) as display:
-            result = run_plan(plan, display=display)
+            result = run_plan(plan, display=_QuietOnceInterrupted(display))
     except PlanFailed as exc:
+        if interrupted():  # the step failed because it was stopped: no failure report, no summary
+            raise KeyboardInterrupt from None
         result, error = exc.result, exc.cause
     return result, error, build_report(plan, result, error=str(error) if error else None)

@@ -11,20 +11,12 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from condapipe.cli.interrupt import interrupted
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 console = Console(stderr=False, highlight=False)
 err_console = Console(stderr=True, highlight=False)
-
-
-def json_option(func: F) -> F:
-    """Add --json: print a machine-readable result instead of tables."""
-    return click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")(func)
-
-
-def dry_run_option(func: F) -> F:
-    """Add --dry-run: say what would change without changing anything."""
-    return click.option("--dry-run", is_flag=True, help="Show what would be done; change nothing.")(func)
 
 
 def echo_lines(target: Console = err_console) -> Callable[[str, str | None], None]:
@@ -34,6 +26,8 @@ def echo_lines(target: Console = err_console) -> Callable[[str, str | None], Non
     """
 
     def echo(line: str, style: str | None) -> None:
+        if interrupted():  # what the engine says about being stopped is noise: the CLI says it once
+            return
         target.print(Text(line, style=style or ""), soft_wrap=True)
 
     return echo
@@ -58,37 +52,3 @@ def json_printed(ctx: click.Context) -> bool:
 # The conventions of the CLI surface (docs/design.md), shared so every command means the same folders.
 DEFAULT_OUTPUT_DIR = Path("channel")
 DEFAULT_WORK_DIR = Path(".condapipe")
-
-
-class FolderPath(click.Path):
-    """click.Path that refuses '' and / (click turns '' into `.`, the current directory, silently)."""
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        from condapipe.safe_paths import destination
-
-        if isinstance(value, str):
-            name = param.opts[0] if param is not None and param.opts else (param.name if param else "path")
-            destination(value, name or "path")
-        return super().convert(value, param, ctx)
-
-
-def output_dir_option(help_text: str) -> Callable[[F], F]:
-    """Add --output-dir (default ./channel): the local channel packages go into or come from."""
-    return click.option(
-        "--output-dir",
-        type=FolderPath(path_type=Path, file_okay=False),
-        default=DEFAULT_OUTPUT_DIR,
-        show_default=True,
-        help=help_text,
-    )
-
-
-def work_dir_option(help_text: str) -> Callable[[F], F]:
-    """Add --work-dir (default ./.condapipe): recipes, scratch space, state and logs."""
-    return click.option(
-        "--work-dir",
-        type=FolderPath(path_type=Path, file_okay=False),
-        default=DEFAULT_WORK_DIR,
-        show_default=True,
-        help=help_text,
-    )

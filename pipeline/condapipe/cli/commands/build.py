@@ -16,14 +16,16 @@ from typing import Any
 import click
 
 from condapipe.buildspec.settings import Settings, flag_settings
-from condapipe.cli.flags import settings_from_flags, spec_options
-from condapipe.cli.output import (
+from condapipe.cli.flags import (
+    dependency_channels_option,
     dry_run_option,
-    echo_lines,
     json_option,
     output_dir_option,
+    settings_from_flags,
+    spec_options,
     work_dir_option,
 )
+from condapipe.cli.output import echo_lines
 from condapipe.engines import (
     ENGINE_NAMES,
     recipe_formats,
@@ -88,7 +90,10 @@ def _explicit_compile_cache(settings: Settings) -> tuple[tuple[str, str], ...]:
 )
 @output_dir_option("Local channel the packages go into (also the first channel searched).")
 @work_dir_option("Rendered recipes, engine scratch space and build logs.")
-@click.option("-c", "--channel", "channels", multiple=True, help="Extra channel for dependencies.")
+@dependency_channels_option(
+    "Channel searched for build dependencies (as `conda build -c`); repeatable. Not an upload "
+    "destination: that is `condapipe upload --channel/--owner ORG`."
+)
 @click.option("--override-channels", is_flag=True, help="Search only the output dir and the -c channels.")
 @click.option(
     "--build-tools",

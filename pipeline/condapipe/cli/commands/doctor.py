@@ -17,8 +17,8 @@ from rich.table import Table
 from rich.text import Text
 
 from condapipe.buildspec.defaults import newest_upstream_cuda
-from condapipe.cli.flags import settings_from_flags, spec_options
-from condapipe.cli.output import console, err_console, json_option, print_json, work_dir_option
+from condapipe.cli.flags import json_option, settings_from_flags, spec_options, work_dir_option
+from condapipe.cli.output import console, err_console, print_json
 from condapipe.cli.spec_input import machine_spec
 from condapipe.doctor import DoctorReport, Machine, find_toolkits, run_doctor
 from condapipe.doctor.run import default_target

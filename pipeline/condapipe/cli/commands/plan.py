@@ -15,8 +15,8 @@ import click
 
 from condapipe import __version__
 from condapipe.buildspec.settings import SPEC_FLAG_KEYS, Settings
-from condapipe.cli.flags import settings_from_flags, spec_options
-from condapipe.cli.output import console, json_option, print_json
+from condapipe.cli.flags import dependency_channels_option, json_option, settings_from_flags, spec_options
+from condapipe.cli.output import console, print_json
 from condapipe.engines import ENGINE_NAMES
 from condapipe.errors import UsageError
 
@@ -70,9 +70,7 @@ def _print_variants(plan: Any, variants: list[Any], rows: list[dict[str, Any]]) 
     "-o", "--output", type=click.Path(path_type=Path, dir_okay=False), help="File (default stdout)."
 )
 @click.option("--engine", type=click.Choice(ENGINE_NAMES), help="Passed to every job's `condapipe build`.")
-@click.option(
-    "-c", "--channel", "channels", multiple=True, help="Extra channel for dependencies (every job)."
-)
+@dependency_channels_option("Channel searched for dependencies, passed to every job (as `conda build -c`).")
 @click.option("--no-test", is_flag=True, help="Every job skips the recipe's tests.")
 @click.option(
     "--compile-cache", metavar="URL", help="Every job's --compile-cache (a store all runners reach)."
@@ -89,6 +87,8 @@ def _print_variants(plan: Any, variants: list[Any], rows: list[dict[str, Any]]) 
 )
 @click.option(
     "--upload-channel",
+    "--upload-owner",
+    "upload_channel",
     metavar="ORG",
     help="anaconda.org owner the publish job uploads to (default: the ANACONDA_CHANNEL CI variable).",
 )
