@@ -47,6 +47,7 @@ class FamilyBuild:
     dry_run: bool = False
     as_json: bool = False
     variant: str | None = None  # --variant ID: build only that variant of the plan
+    doctor_command: str = "condapipe doctor"  # the doctor command that checks this same target
 
 
 @dataclass(frozen=True)
@@ -63,11 +64,16 @@ def _recipe_takes_compile_cache(package: str) -> bool:
 
 
 def preflight(
-    spec: BuildSpec, *, work_dir: Path, engine: str, env: Mapping[str, str] | None = None
+    spec: BuildSpec,
+    *,
+    work_dir: Path,
+    engine: str,
+    env: Mapping[str, str] | None = None,
+    output_dir: Path | None = None,
 ) -> Preflight:
     """Doctor for the spec; its build env (MAX_JOBS, ...) and toolkit switch, and the compile cache
     several Pythons share (condapipe.buildspec.compile_cache decides), for the one PlanOptions."""
-    report = run_doctor(spec, Machine.from_environ(work_dir), engine=engine)
+    report = run_doctor(spec, Machine.from_environ(work_dir, output_dir=output_dir), engine=engine)
     merged = dict(env or {})
     for key, value in report.build_env:
         merged.setdefault(key, value)
@@ -126,9 +132,10 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
             )
         else:
             _print_plan(plan, rows)
-        doctor.raise_if_blocking(force=request.force)  # the exit code the real run would have
+        # the exit code the real run would have
+        doctor.raise_if_blocking(force=request.force, doctor_command=request.doctor_command)
         return None
-    doctor.raise_if_blocking(force=request.force)
+    doctor.raise_if_blocking(force=request.force, doctor_command=request.doctor_command)
     plan = make_family_plan(request.spec, options, request.variant)
     result, error, report = run_and_report(plan)
     report["doctor"] = doctor.to_dict()

@@ -77,7 +77,7 @@ class _Group(click.Group):
         debug = bool(ctx.find_root().params.get("debug"))
         as_json = _wants_json(ctx)
         try:
-            with handling_interrupts():
+            with handling_interrupts(stop_children=_subcommand(ctx) in _RUNS_BUILDS):
                 try:
                     result = super().invoke(ctx)
                 except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
@@ -131,6 +131,15 @@ class _Group(click.Group):
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
         os._exit(code)
+
+
+# Commands that run build scripts (engines): a signal must stop their processes at once.
+_RUNS_BUILDS = ("build",)
+
+
+def _subcommand(ctx: click.Context) -> str | None:
+    sub = [*getattr(ctx, "_protected_args", ()), *ctx.args]  # click >= 8.2 keeps the subcommand here
+    return sub[0] if sub else None
 
 
 def _wants_json(ctx: click.Context) -> bool:

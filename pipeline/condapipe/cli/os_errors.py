@@ -8,6 +8,7 @@ as a raw errno text or a traceback, and never without the path it concerns.
 from __future__ import annotations
 
 import errno
+import os
 
 # errno -> (what it means for the path, the fix). {path} is the path the call failed on.
 _FIXES: dict[int, tuple[str, str]] = {
@@ -44,6 +45,8 @@ def os_error_line(exc: OSError) -> tuple[str, int]:
     other = exc.filename2 if exc.filename2 not in (None, "") else None
     code = exc.errno if isinstance(exc.errno, int) else None
     what, fix = _FIXES.get(code, (None, None)) if code is not None else (None, None)
+    if code == errno.EEXIST and path and os.path.isfile(path):  # a folder was to be made where a file is
+        what, fix = "is a file where a folder is needed", "rename that file or choose another path"
     if what is None:
         text = exc.strerror or str(exc)
         where = f"{path}: " if path else ""

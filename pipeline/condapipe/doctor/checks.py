@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -326,6 +327,55 @@ def check_ram(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
     return res
 
 
+# ---------------------------------------------------------------- destinations
+
+
+def destination_problem(path: Path) -> tuple[str, str] | None:
+    """Why condapipe could not create or write into the folder `path` (what, fix), or None.
+
+    Looked up without writing anything: the folder or its nearest existing parent must be a folder
+    this user may create files in, on a file system mounted read-write."""
+    target = path.absolute()
+    if target.exists() and not target.is_dir():
+        return f"{target} is a file, not a folder", "remove or rename that file, or choose another folder"
+    existing = _existing_parent(target)
+    if not existing.is_dir():
+        return (
+            f"{target}: {existing} is a file, not a folder",
+            f"rename {existing}, or choose another folder",
+        )
+    if os.access(existing, os.W_OK | os.X_OK):
+        return None
+    try:
+        read_only = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    if read_only:
+        return f"{existing} is on a read-only file system", "choose a folder on a writable disk"
+    return (
+        f"{existing} is not writable by this user",
+        f"make it writable (chown/chmod u+w {existing}), or choose another folder",
+    )
+
+
+def check_destinations(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
+    """The work dir and the output channel must be writable: found now, not after hours of compiling."""
+    res = CheckResult()
+    folders = [("--work-dir", machine.work_dir)]
+    if machine.output_dir is not None:
+        folders.append(("--output-dir", machine.output_dir))
+    for flag, folder in folders:
+        problem = destination_problem(folder)
+        if problem is None:
+            res.findings.append(Finding("destinations", "ok", f"{flag} {folder.absolute()} is writable"))
+        else:
+            what, fix = problem
+            res.findings.append(
+                Finding("destinations", "block", f"{flag}: {what}", fix=f"{fix} (pass {flag} DIR)")
+            )
+    return res
+
+
 # ---------------------------------------------------------------- disk
 
 
@@ -564,6 +614,7 @@ def check_platform(spec: BuildSpec, machine: Machine, **_: object) -> CheckResul
 
 ALL: tuple[Callable[..., CheckResult], ...] = (
     check_platform,
+    check_destinations,
     check_nvcc,
     check_gcc,
     check_driver,

@@ -36,10 +36,18 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:  # Ctrl-C or a full disk mid-write: no temporary file stays behind
-        tmp.unlink(missing_ok=True)
+    except OSError as exc:  # said about the file the user named, not our temporary name
+        _remove_quietly(tmp)
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
+    except BaseException:  # Ctrl-C mid-write: no temporary file stays behind
+        _remove_quietly(tmp)
         raise
     _fsync_dir(path.parent)
+
+
+def _remove_quietly(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink(missing_ok=True)
 
 
 def atomic_write_text(path: Path, text: str) -> None:

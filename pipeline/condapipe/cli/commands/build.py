@@ -78,7 +78,7 @@ def _explicit_compile_cache(settings: Settings) -> tuple[tuple[str, str], ...]:
 
 
 @click.command("build")
-@click.argument("target", metavar="PACKAGE|RECIPE_DIR")
+@click.argument("target", metavar="PACKAGE|RECIPE_DIR", required=False)
 @spec_options
 @click.option(
     "--engine",
@@ -122,7 +122,7 @@ def _explicit_compile_cache(settings: Settings) -> tuple[tuple[str, str], ...]:
 @dry_run_option
 @json_option
 def command(
-    target: str,
+    target: str | None,
     engine: str,
     output_dir: Path,
     work_dir: Path,
@@ -139,7 +139,10 @@ def command(
     as_json: bool,
     **spec_params: Any,
 ) -> None:
-    """Build a package family (cuda-smoke, magma, pytorch, ...) or a recipe directory."""
+    """Build a package family (cuda-smoke, magma, pytorch, ...) or a recipe directory.
+
+    PACKAGE may come from the config file instead (`package = "pytorch"` in condapipe.toml).
+    """
     if compression_level is not None:  # refused before anything is written
         low, high = (1, 22) if package_format == "conda" else (1, 9)
         if not low <= compression_level <= high:
@@ -148,8 +151,9 @@ def command(
                 f"--compression-level {compression_level}: {kind} levels for --package-format "
                 f"{package_format} are {low}-{high}"
             )
-    recipe_dir = _recipe_dir_target(target)
+    recipe_dir = _recipe_dir_target(target) if target else None
     settings = settings_from_flags(target, spec_params, compile_cache=compile_cache)  # once per command
+    target = settings.require_package()  # the command line's, else the config file's `package`
     cache_env = _explicit_compile_cache(settings)
     if build_tools == "wheels":
         channels = (*channels, _tool_channel(work_dir, dry_run))
@@ -172,14 +176,20 @@ def command(
 
     if recipe_dir is None:  # a package family: doctor, then the resumable plan (condapipe.cli.family_build)
         from condapipe.cli.family_build import FamilyBuild, build_family, preflight
-        from condapipe.cli.spec_input import machine_spec
+        from condapipe.cli.spec_input import doctor_command, machine_spec
 
-        spec, _ = machine_spec(settings, work_dir=work_dir)
+        spec, choices = machine_spec(settings, work_dir=work_dir)
         if variant is not None:  # an unknown ID is refused before doctor runs
             from condapipe.plan.build_plan import family_jobs, select_variant
 
             select_variant(family_jobs(spec), variant)
-        checked = preflight(spec, work_dir=work_dir.absolute(), engine=engine, env=dict(cache_env))
+        checked = preflight(
+            spec,
+            work_dir=work_dir.absolute(),
+            output_dir=output_dir.absolute(),
+            engine=engine,
+            env=dict(cache_env),
+        )
         build_family(
             FamilyBuild(
                 checked.spec,
@@ -189,6 +199,9 @@ def command(
                 dry_run=dry_run,
                 as_json=as_json,
                 variant=variant,
+                doctor_command=doctor_command(
+                    settings, choices, work_dir=work_dir, output_dir=output_dir, engine=engine
+                ),
             )
         )
         return
