@@ -13,10 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import click
+
 from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.buildspec.compile_cache import COMPILE_CACHE_ENV, shared_compile_cache
 from condapipe.cli.interrupt import interrupted
 from condapipe.cli.output import console, err_console, print_json
+from condapipe.cli.plan_text import input_lines, plan_lines
 from condapipe.doctor import DoctorReport, Machine, run_doctor
 from condapipe.errors import CondapipeError
 from condapipe.plan import (
@@ -90,14 +93,11 @@ def preflight(
 
 
 def _print_plan(plan: Plan, rows: list[dict[str, Any]]) -> None:
-    lines = [f"plan: {len(rows)} steps, channel {plan.output_dir}, work dir {plan.work_dir}"]
-    for row in rows:
-        mark = {"run": "run ", "stop": "stop"}.get(row["action"], "skip")
-        lines.append(f"  {mark} {row['id']}: {row['title']} — {row['why']}")
-        for key, value in row["inputs"].items():
-            text = value if isinstance(value, str) else str(value)
-            lines.append(f"         {key}: {text[:100]}")
-    lines += [f"  note: {note}" for note in plan.notes]
+    """The dry run's short lines (condapipe.cli.plan_text); every step's inputs too with --debug."""
+    lines = plan_lines(rows, output_dir=plan.output_dir, work_dir=plan.work_dir, notes=plan.notes)
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and (ctx.find_root().params.get("debug") or (ctx.obj or {}).get("debug")):
+        lines += input_lines(rows)
     for line in lines:  # plain text: inputs hold brackets that are not rich markup
         console.print(line, soft_wrap=True, markup=False, highlight=False)
 
@@ -118,7 +118,7 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
         rows = describe(plan)
         stopped = bool(doctor.blocking) and not request.force
         if stopped:  # the real run stops at preflight: none of its steps would run
-            why = "would not run: the blocking doctor finding above stops the build first (--force: build)"
+            why = "stopped by the blocking doctor finding above (--force builds anyway)"
             rows = [{**row, "action": "stop", "why": why} if row["action"] == "run" else row for row in rows]
         if request.as_json:
             print_json(

@@ -8,15 +8,38 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.text import Text
 
 from condapipe.cli.interrupt import interrupted
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-console = Console(stderr=False, highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# Width of output that goes to a pipe or file: wide enough that no path or table cell is cut or
+# wrapped mid-name (a terminal's width applies only where a terminal shows the output).
+PIPE_WIDTH = 4096
+
+
+class _Console(Console):
+    """A rich Console that is as wide as the terminal it writes to, and unlimited when piped.
+
+    (rich takes the width of any terminal among stdin/stdout/stderr, so `condapipe … | less` would
+    cut table cells to the width of the terminal the error stream goes to.)"""
+
+    @property  # type: ignore[override]
+    def size(self) -> ConsoleDimensions:
+        size = Console.size.fget(self)  # type: ignore[attr-defined]
+        if self._width is None and not self.is_terminal and "COLUMNS" not in self._environ:
+            return ConsoleDimensions(PIPE_WIDTH, size.height)
+        return size
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
+console = _Console(stderr=False, highlight=False)
+err_console = _Console(stderr=True, highlight=False)
 
 
 def echo_lines(target: Console = err_console) -> Callable[[str, str | None], None]:
