@@ -43,7 +43,8 @@ def _scalars(value: Any, where: str) -> list[str]:
 def _load(path: Path) -> Mapping[str, Any]:
     try:
         text = read_regular_bytes(path, max_bytes=_MAX_BYTES).decode("utf-8")
-        data = YAML(typ="safe").load(text)
+        # every scalar as written: `python: [3.10]` is Python 3.10, not the float 3.1
+        data = YAML(typ="base").load(text)
     except UsageError as exc:
         raise UsageError(f"--variant-config {exc}") from None
     except FileNotFoundError:
