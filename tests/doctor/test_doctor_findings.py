@@ -225,6 +225,43 @@ def test_a_cudnn_of_another_major_blocks_and_names_the_wheel_to_install(tmp_path
     assert "nvidia-cudnn-cu11==8.*" in cudnn.fix
 
 
+@pytest.mark.parametrize(
+    ("version", "cuda", "python", "wheel"),
+    [
+        ("1.8.0", "11.1", "3.8", "nvidia-cudnn-cu11==8.*"),
+        ("2.4.1", "12.4", "3.11", "nvidia-cudnn-cu12==9.*"),
+        ("2.9.0", "13.0", "3.12", "nvidia-cudnn-cu13==9.*"),
+        ("1.9.1", "10.2", "3.9", None),  # no nvidia-cudnn-cu10 exists
+    ],
+)
+def test_the_cudnn_wheel_suggested_is_one_that_exists_for_that_cuda(
+    tmp_path: Path, version: str, cuda: str, python: str, wheel: str | None
+) -> None:
+    spec = spec_from_flags("pytorch", {"version": version, "cuda": (cuda,), "python": (python,)})
+    m = machine(tmp_path, CUDNN_INCLUDE_DIR=str(tmp_path / "none"))
+    cudnn = next(f for f in run_doctor(spec, m).findings if f.check == "cudnn")
+    assert cudnn.level == "block"
+    assert "nvidia-cudnn-cu10" not in cudnn.fix
+    if wheel:
+        assert cudnn.fix.startswith(f"pip install '{wheel}'")
+    else:
+        assert cudnn.fix.startswith(f"no pip wheel of cuDNN exists for CUDA {cuda}: install cuDNN")
+        assert "https://developer.nvidia.com/rdp/cudnn-archive" in cudnn.fix
+
+
+def test_an_output_dir_that_cannot_be_made_blocks_before_the_build(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("x")
+    m = Machine(**{**machine(tmp_path).__dict__, "output_dir": tmp_path / "a-file" / "channel"})
+    report = run_doctor(spec_from_flags("cuda-smoke", {"cuda": ("13.0",), "arch": "9.0"}), m)
+    found = [f for f in report.findings if f.check == "destinations"]
+    assert [f.level for f in found] == ["ok", "block"]
+    assert (
+        found[1].message
+        == f"--output-dir: {tmp_path}/a-file/channel: {tmp_path}/a-file is a file, not a folder"
+    )
+    assert "--output-dir DIR" in found[1].fix
+
+
 def test_cmake_4_on_an_old_family_sets_the_policy_minimum_for_the_build(tmp_path: Path) -> None:
     path = f"{STANDINS / 'cmake-4'}:{SYSTEM_PATH}"
     report = run_doctor(spec_from_flags("magma", {"cuda": ("13.0",)}), machine(tmp_path, path))

@@ -457,6 +457,15 @@ def find_cudnn(machine: Machine, toolkit_roots: list[Path]) -> list[dict[str, st
     return found
 
 
+def cudnn_wheel(cuda: str, cudnn_major: str) -> str | None:
+    """The pip requirement of a cuDNN wheel for this CUDA and cuDNN major, or None when PyPI has none
+    (doctor.yaml cudnn_wheels: e.g. nothing for CUDA 10, no cuDNN 8 for CUDA 13)."""
+    entry = (doctor_data().get("cudnn_wheels") or {}).get(cuda.split(".")[0])
+    if not entry or cudnn_major not in entry["cudnn_majors"]:
+        return None
+    return f"{entry['package']}=={cudnn_major}.*"
+
+
 def check_cudnn(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
     res = CheckResult()
     if not family_facts(spec.package)["cudnn"]:
@@ -471,7 +480,7 @@ def check_cudnn(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
         found = find_cudnn(machine, roots)
         want = variant.cudnn.split(".")[0]
         match = next((f for f in found if f["version"].split(".")[0] == want), None)
-        wheel = f"nvidia-cudnn-cu{variant.cuda.split('.')[0]}=={want}.*"
+        wheel = cudnn_wheel(variant.cuda, want)
         if match:
             res.env.setdefault("CUDNN_INCLUDE_DIR", match["include"])
             res.env.setdefault("CUDNN_LIB_DIR", match["lib"])
@@ -487,7 +496,12 @@ def check_cudnn(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
                     "cudnn",
                     "block",
                     f"CUDA {variant.cuda} build wants cuDNN {variant.cudnn} (major {want}); found {have}",
-                    fix=f"pip install '{wheel}' (condapipe finds the wheel), or --cudnn with one you have",
+                    fix=(
+                        f"pip install '{wheel}' (condapipe finds the wheel)"
+                        if wheel
+                        else f"install cuDNN {variant.cudnn} from {doctor_data()['cudnn_archive']}"
+                    )
+                    + ", or --cudnn with one you have",
                     data={"found": found},
                 )
             )
@@ -497,7 +511,13 @@ def check_cudnn(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
                     "cudnn",
                     "block",
                     f"no cuDNN found for the CUDA {variant.cuda} build (wants {variant.cudnn})",
-                    fix=f"pip install '{wheel}', apt install libcudnn{want}-dev, or set CUDNN_INCLUDE_DIR",
+                    fix=(
+                        f"pip install '{wheel}', apt install libcudnn{want}-dev, or set CUDNN_INCLUDE_DIR"
+                        if wheel
+                        else f"no pip wheel of cuDNN exists for CUDA {variant.cuda}: install cuDNN "
+                        f"{variant.cudnn} for it from {doctor_data()['cudnn_archive']} and set "
+                        "CUDNN_INCLUDE_DIR and CUDNN_LIB_DIR"
+                    ),
                 )
             )
     return res
