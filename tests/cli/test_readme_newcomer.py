@@ -130,7 +130,9 @@ def test_readme_commands_work_for_a_newcomer(tmp_path: Path) -> None:
     pytorch_cmd, magma_cmd, upload_cmd = readme["headline"]
 
     pytorch = shell(dry(pytorch_cmd), project, env)
-    assert "chose pytorch 1.9.1: no release was built upstream for CUDA 11.0" in pytorch.stderr
+    assert (
+        "chose pytorch 1.8.0: upstream built pytorch for CUDA 11.0 only in 1.7.0 and 1.7.1" in pytorch.stderr
+    )
     assert "chose python 3.9: " in pytorch.stderr
     blocked = "doctor: block:" in pytorch.stderr
     assert pytorch.returncode == (3 if blocked else 0), pytorch.stderr
