@@ -277,15 +277,40 @@ def test_missing_cmake_blocks_a_family_that_uses_it(tmp_path: Path) -> None:
     assert {f.check for f in report.blocking} >= {"cmake", "nvcc", "gcc"}
 
 
-def test_disk_need_scales_with_the_variants_and_blocks_when_short(tmp_path: Path) -> None:
-    spec = spec_from_flags(
-        "pytorch", {"version": "2.4.1", "cuda": ("12.1", "12.4"), "python": ("3.10", "3.11", "3.12")}
-    )
-    report = run_doctor(spec, machine(tmp_path))
-    disk = next(f for f in report.findings if f.check == "disk")
-    assert disk.data["need_gib"] == 6 * 40
+def _disk(tmp_path: Path, **flags: object) -> dict:
+    spec = spec_from_flags("pytorch", {"version": "2.4.1", **flags})
+    return next(f for f in run_doctor(spec, machine(tmp_path)).findings if f.check == "disk").data
+
+
+def test_a_further_python_adds_only_its_packages_and_bindings_not_a_build_tree(tmp_path: Path) -> None:
+    one = _disk(tmp_path, cuda=("12.4",), python=("3.11",))
+    two = _disk(tmp_path, cuda=("12.4",), python=("3.11", "3.12"))
+    three = _disk(tmp_path, cuda=("12.4",), python=("3.10", "3.11", "3.12"))
+    added = two["need_gib"] - two["first_variant_gib"]
+    assert 0 < added < one["need_gib"] / 2  # no second build tree
+    assert three["need_gib"] == pytest.approx(two["need_gib"] + added, abs=0.15)
+    # the machine: a second Python at 64 GiB free is not blocked
+    assert two["need_gib"] < 64
+
+
+def test_the_disk_need_grows_with_the_archs_compiled_and_blocks_only_when_short(tmp_path: Path) -> None:
+    few = _disk(tmp_path, cuda=("12.4",), python=("3.11",), arch="9.0")
+    many = _disk(tmp_path, cuda=("12.4",), python=("3.11",), arch="5.0;6.0;7.0;7.5;8.0;8.6;9.0")
+    cpu = _disk(tmp_path, cuda=("cpu",), python=("3.11",))
+    assert cpu["need_gib"] < few["need_gib"] < many["need_gib"]
+    spec = spec_from_flags("pytorch", {"version": "2.4.1", "cuda": ("12.1", "12.4"), "python": ("3.11",)})
+    disk = next(f for f in run_doctor(spec, machine(tmp_path)).findings if f.check == "disk")
     free = shutil.disk_usage(tmp_path).free / 1024**3
-    assert (disk.level == "block") == (free < 240)
+    assert (disk.level == "block") == (free < disk.data["need_gib"])
+
+
+def test_every_measured_cost_figure_says_where_it_was_measured() -> None:
+    from condapipe.doctor.costs import build_costs
+
+    facts = build_costs()["pytorch"]
+    for key in ("configured_tree_mib", "objects", "python_objects", "object_kib"):
+        source = facts[key.removesuffix("_mib") + "_from"] if key.endswith("_mib") else facts[f"{key}_from"]
+        assert len(source.split()) > 5, key
 
 
 def test_a_requested_engine_that_is_not_installed_blocks(tmp_path: Path) -> None:

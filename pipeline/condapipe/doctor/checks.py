@@ -22,6 +22,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from condapipe.buildspec.build_spec import BuildSpec
+from condapipe.doctor.costs import disk_need
 from condapipe.doctor.machine import Finding, Machine, doctor_data, family_facts
 from condapipe.errors import CondapipeError
 
@@ -387,30 +388,46 @@ def _existing_parent(path: Path) -> Path:
 
 
 def check_disk(spec: BuildSpec, machine: Machine, *, variants: int | None = None, **_: object) -> CheckResult:
-    """Free space where the work dir is, against an estimate for the variants to build."""
+    """Free space where the work dir is, against the measured estimate (condapipe.doctor.costs):
+    the first variant's build tree, then only what each further variant adds."""
     res = CheckResult()
-    facts = family_facts(spec.package)
-    n_cuda = sum(1 for v in spec.cuda_variants if not v.is_cpu) * max(1, len(spec.pythons))
-    n_cpu = sum(1 for v in spec.cuda_variants if v.is_cpu) * max(1, len(spec.pythons))
-    need = n_cuda * float(facts["disk_gib"]["cuda"]) + n_cpu * float(facts["disk_gib"]["cpu"])
+    estimate = disk_need(spec, family_facts(spec.package)["disk_gib"])
+    need = estimate.total_gib
     if variants is not None:  # only some variants still need building (a resumed plan)
-        need = need * variants / max(1, n_cuda + n_cpu)
+        need = estimate.first_gib + estimate.extra_gib * max(0, variants - 1) / max(1, estimate.variants - 1)
     where = _existing_parent(machine.work_dir)
     free = shutil.disk_usage(where).free / GIB
-    data = {"free_gib": round(free, 1), "need_gib": round(need, 1), "path": str(where)}
+    data = {
+        "free_gib": round(free, 1),
+        "need_gib": round(need, 1),
+        "first_variant_gib": round(estimate.first_gib, 1),
+        "path": str(where),
+    }
+    more = estimate.variants - 1
+    parts = (
+        f"{estimate.first_gib:.1f} for the first variant + {estimate.extra_gib:.1f} for {more} more"
+        if more
+        else "one variant"
+    )
     if free < need:
         res.findings.append(
             Finding(
                 "disk",
                 "block",
-                f"{free:.1f} GiB free at {where}; building {spec.package} needs about {need:.1f} GiB",
+                f"{free:.1f} GiB free at {where}; building {spec.package} needs about "
+                f"{need:.1f} GiB ({parts})",
                 fix=f"free {need - free:.1f} GiB there, or pass --work-dir on a larger disk",
                 data=data,
             )
         )
     else:
         res.findings.append(
-            Finding("disk", "ok", f"{free:.1f} GiB free at {where} (about {need:.1f} GiB needed)", data=data)
+            Finding(
+                "disk",
+                "ok",
+                f"{free:.1f} GiB free at {where} (about {need:.1f} GiB needed: {parts})",
+                data=data,
+            )
         )
     return res
 
