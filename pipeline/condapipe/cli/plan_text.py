@@ -40,7 +40,7 @@ def _reasons(rows: Sequence[dict[str, Any]]) -> list[str]:
     return out
 
 
-def _groups(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str, str, list[str]]]:
+def step_groups(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str, str, list[str]]]:
     """(action, reason, package, step kinds) for each run of rows with one package, action and reason."""
     groups: list[tuple[str, str, str, list[str]]] = []
     for row, why in zip(rows, _reasons(rows), strict=True):
@@ -63,7 +63,7 @@ def plan_lines(
     lines = [
         f"plan: {len(rows)} steps{using} into {shown_path(output_dir)} (work dir {shown_path(work_dir)})"
     ]
-    groups = _groups(rows)
+    groups = step_groups(rows)
     i = 0
     while i < len(groups):
         action, why = groups[i][:2]

@@ -16,6 +16,7 @@ import click
 from condapipe import __version__
 from condapipe.cli.flags import dependency_channels_option, json_option, settings_from_flags, spec_options
 from condapipe.cli.output import console, print_json
+from condapipe.cli.plan_text import step_groups
 from condapipe.engines import ENGINE_NAMES
 from condapipe.errors import UsageError
 
@@ -25,10 +26,8 @@ def _print_variants(plan: Any, variants: list[Any], rows: list[dict[str, Any]]) 
     for v in variants:
         needs = f" (needs {', '.join(v.needs)} in a channel)" if v.needs else ""
         lines.append(f"  {v.id}{needs}")
-        for row in rows:
-            if row["package"] == v.id:
-                mark = "run " if row["action"] == "run" else "skip"
-                lines.append(f"    {mark} {row['kind']}: {row['title']} — {row['why']}")
+        for action, why, _, kinds in step_groups([r for r in rows if r["package"] == v.id]):
+            lines.append(f"    {'run ' if action == 'run' else 'skip'} {', '.join(kinds)} — {why}")
     skipped = sorted({r["package"] for r in rows} - {v.id for v in variants})
     lines += [f"  not built: {label} (a channel in use has it)" for label in skipped]
     lines += [f"  note: {note}" for note in plan.notes]
