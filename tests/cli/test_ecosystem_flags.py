@@ -124,6 +124,7 @@ def test_help_lists_the_commands_in_workflow_order_with_their_whole_first_line()
         "fix",
         "verify",
         "index",
+        "wheels",
         "upload",
         "plan",
         "patches",
