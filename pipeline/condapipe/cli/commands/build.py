@@ -78,7 +78,7 @@ def _explicit_compile_cache(settings: Settings) -> tuple[tuple[str, str], ...]:
 
 
 @click.command("build")
-@click.argument("target", metavar="PACKAGE|RECIPE_DIR", required=False)
+@click.argument("target", metavar="[PACKAGE|RECIPE_DIR]", required=False)
 @spec_options
 @click.option(
     "--engine",
