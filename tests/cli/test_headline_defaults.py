@@ -56,15 +56,16 @@ def no_nvcc_env(tmp_path: Path, roots: Path | None = None) -> dict[str, str]:
 def test_build_pytorch_with_only_a_cuda_says_what_it_chose_and_why(tmp_path: Path) -> None:
     result = cli(tmp_path, "build", "pytorch", "--cuda", "11.0", "--dry-run", "--json")
     lines = result.stderr.splitlines()
-    # No release was built upstream for 11.0 (1.7 is not in the table); 1.8/1.9 were for 11.1.
+    # Upstream built 1.7.0/1.7.1 for 11.0, older than the tables (from 1.8): the oldest they have,
+    # 1.8.0, as the seed's own flow (`--version 1.8.0 --cuda 11.0`) did; the truth is said.
     assert lines[0] == (
-        "chose pytorch 1.9.1: no release was built upstream for CUDA 11.0; newest built for the "
-        "nearest CUDA, 11.1 (--version to change)"
+        "chose pytorch 1.8.0: upstream built pytorch for CUDA 11.0 only in 1.7.0 and 1.7.1, older than "
+        "condapipe's tables (they start at 1.8.0); the oldest release in them (--version to change)"
     )
-    assert lines[1].startswith("chose python 3.9: newest Python pytorch 1.9.1 supports (this interpreter's ")
-    assert lines[2].startswith("warning: pytorch 1.9.1 was not released upstream for CUDA 11.0")
+    assert lines[1].startswith("chose python 3.9: newest Python pytorch 1.8.0 supports (this interpreter's ")
+    assert lines[2].startswith("warning: pytorch 1.8.0 was not released upstream for CUDA 11.0")
     plan = json.loads(result.stdout)
-    assert [s["id"] for s in plan["steps"]][-1] == "publish:pytorch-1.9.1-py3.9-cuda11.0"
+    assert [s["id"] for s in plan["steps"]][-1] == "publish:pytorch-1.8.0-py3.9-cuda11.0"
     assert result.exit_code == (0 if plan["doctor"]["ok"] else 3)
 
 

@@ -7,9 +7,10 @@ venv's Python), and the three headline commands of "What it does", each with --d
 fresh project directory. Then real (not dry) builds as a newcomer's first own recipe goes: one
 whose dependencies resolve against local channels (a -c folder and the --build-tools wheels tool
 channel) and is built, tested and published, and one that needs a package no channel has, which
-stops before anything compiles with the message asserted here. The venv is made with
-`python3 -m venv` (no system site-packages) and installs from the package index pip is configured
-with, as a newcomer's would.
+stops before anything compiles with the message asserted here. The venv is the one the README's
+commands make (`python3 -m venv .venv`, no system site-packages: Debian's system pip refuses to
+install outside a venv, PEP 668) and installs from the package index pip is configured with, as a
+newcomer's would.
 """
 
 from __future__ import annotations
@@ -91,10 +92,14 @@ def dry(line: str) -> str:
 
 def test_readme_commands_work_for_a_newcomer(tmp_path: Path) -> None:
     readme = commands()
+    # PEP 668: Debian's system pip refuses to install outside a venv, so each command makes and
+    # enters one first (a fresh Debian/Ubuntu needs only python3-venv for that, as the README says).
+    in_venv = "python3 -m venv .venv && . .venv/bin/activate && "
     assert readme["setup"] == [
-        "python3 -m pip install -e . && condapipe build cuda-smoke --cuda 13.0 --arch 9.0"
+        f"{in_venv}pip install -e . && condapipe build cuda-smoke --cuda 13.0 --arch 9.0"
     ], "the README's first command changed: update this test's expectations with it"
-    assert readme["tests"] == ["python3 -m pip install -e '.[test]' && python3 -m pytest"]
+    assert readme["tests"] == [f"{in_venv}pip install -e '.[test]' && python -m pytest"]
+    assert "sudo apt-get install python3-venv" in (REPO / "README.md").read_text()
     assert [shlex.split(c)[:3] for c in readme["headline"]] == [
         ["condapipe", "build", "pytorch"],
         ["condapipe", "build", "magma"],
@@ -105,10 +110,10 @@ def test_readme_commands_work_for_a_newcomer(tmp_path: Path) -> None:
     )
 
     checkout = clean_checkout(tmp_path / "condapipe")
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    env.update(VIRTUAL_ENV=str(venv), PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
+    venv = checkout / ".venv"  # the README's commands make it
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    outside = [p for p in env.get("PATH", "").split(os.pathsep) if p != str(Path(sys.executable).parent)]
+    env["PATH"] = os.pathsep.join(outside)  # this test's own venv is not the newcomer's
     has_nvcc = shutil.which("nvcc") is not None
 
     # 1. The setup line: the install as written, the main job as a dry run.
@@ -116,16 +121,18 @@ def test_readme_commands_work_for_a_newcomer(tmp_path: Path) -> None:
     assert (venv / "bin" / "condapipe").exists(), setup.stderr[-3000:]
     main_job_code = 0 if has_nvcc and "doctor: block" not in setup.stderr else 3
     assert setup.returncode == main_job_code, setup.stderr[-3000:]
-    assert "render:cuda-smoke-1.0.0-cuda13.0" in setup.stdout
+    assert "cuda-smoke-1.0.0-cuda13.0: render, build, fix, verify, test, publish" in setup.stdout
+    # what follows runs as in the newcomer's shell after that line: with the venv active
+    env.update(VIRTUAL_ENV=str(venv), PATH=f"{venv / 'bin'}{os.pathsep}{env['PATH']}")
 
     # 2. The test command: its install as written, then the tests that need the PyPI test tools.
-    install = readme["tests"][0].split("&&")[0].strip()
+    install = readme["tests"][0].rsplit("&&", 1)[0].strip()
     tools = shell(install, checkout, env)
     assert tools.returncode == 0, tools.stderr[-3000:]
     for tool in ("shellcheck", "cmake", "ninja", "pytest"):
         assert (venv / "bin" / tool).exists(), f"the test extras must bring {tool}"
     quality = shell(
-        "python3 -m pytest -q -p no:cacheprovider tests/render/test_render_quality.py", checkout, env
+        "python -m pytest -q -p no:cacheprovider tests/render/test_render_quality.py", checkout, env
     )
     assert quality.returncode == 0, quality.stdout[-3000:]
 
@@ -135,10 +142,12 @@ def test_readme_commands_work_for_a_newcomer(tmp_path: Path) -> None:
     pytorch_cmd, magma_cmd, upload_cmd = readme["headline"]
 
     pytorch = shell(dry(pytorch_cmd), project, env)
-    assert "chose pytorch 1.9.1: no release was built upstream for CUDA 11.0" in pytorch.stderr
+    assert (
+        "chose pytorch 1.8.0: upstream built pytorch for CUDA 11.0 only in 1.7.0 and 1.7.1" in pytorch.stderr
+    )
     assert "chose python 3.9: " in pytorch.stderr
     # Resolve first: the dry run shows where the source comes from and what the channels give.
-    assert "source git https://github.com/pytorch/pytorch.git at v1.9.1" in pytorch.stdout
+    assert "source git https://github.com/pytorch/pytorch.git at v1.8.0" in pytorch.stdout
     assert "https://conda.anaconda.org/conda-forge (remote, " in pytorch.stdout
     unresolved = "dependencies do not resolve" in pytorch.stderr
     blocked = "doctor: block:" in pytorch.stderr or unresolved

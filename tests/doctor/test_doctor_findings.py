@@ -225,6 +225,43 @@ def test_a_cudnn_of_another_major_blocks_and_names_the_wheel_to_install(tmp_path
     assert "nvidia-cudnn-cu11==8.*" in cudnn.fix
 
 
+@pytest.mark.parametrize(
+    ("version", "cuda", "python", "wheel"),
+    [
+        ("1.8.0", "11.1", "3.8", "nvidia-cudnn-cu11==8.*"),
+        ("2.4.1", "12.4", "3.11", "nvidia-cudnn-cu12==9.*"),
+        ("2.9.0", "13.0", "3.12", "nvidia-cudnn-cu13==9.*"),
+        ("1.9.1", "10.2", "3.9", None),  # no nvidia-cudnn-cu10 exists
+    ],
+)
+def test_the_cudnn_wheel_suggested_is_one_that_exists_for_that_cuda(
+    tmp_path: Path, version: str, cuda: str, python: str, wheel: str | None
+) -> None:
+    spec = spec_from_flags("pytorch", {"version": version, "cuda": (cuda,), "python": (python,)})
+    m = machine(tmp_path, CUDNN_INCLUDE_DIR=str(tmp_path / "none"))
+    cudnn = next(f for f in run_doctor(spec, m).findings if f.check == "cudnn")
+    assert cudnn.level == "block"
+    assert "nvidia-cudnn-cu10" not in cudnn.fix
+    if wheel:
+        assert cudnn.fix.startswith(f"pip install '{wheel}'")
+    else:
+        assert cudnn.fix.startswith(f"no pip wheel of cuDNN exists for CUDA {cuda}: install cuDNN")
+        assert "https://developer.nvidia.com/rdp/cudnn-archive" in cudnn.fix
+
+
+def test_an_output_dir_that_cannot_be_made_blocks_before_the_build(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("x")
+    m = Machine(**{**machine(tmp_path).__dict__, "output_dir": tmp_path / "a-file" / "channel"})
+    report = run_doctor(spec_from_flags("cuda-smoke", {"cuda": ("13.0",), "arch": "9.0"}), m)
+    found = [f for f in report.findings if f.check == "destinations"]
+    assert [f.level for f in found] == ["ok", "block"]
+    assert (
+        found[1].message
+        == f"--output-dir: {tmp_path}/a-file/channel: {tmp_path}/a-file is a file, not a folder"
+    )
+    assert "--output-dir DIR" in found[1].fix
+
+
 def test_cmake_4_on_an_old_family_sets_the_policy_minimum_for_the_build(tmp_path: Path) -> None:
     path = f"{STANDINS / 'cmake-4'}:{SYSTEM_PATH}"
     report = run_doctor(spec_from_flags("magma", {"cuda": ("13.0",)}), machine(tmp_path, path))
@@ -240,15 +277,44 @@ def test_missing_cmake_blocks_a_family_that_uses_it(tmp_path: Path) -> None:
     assert {f.check for f in report.blocking} >= {"cmake", "nvcc", "gcc"}
 
 
-def test_disk_need_scales_with_the_variants_and_blocks_when_short(tmp_path: Path) -> None:
-    spec = spec_from_flags(
-        "pytorch", {"version": "2.4.1", "cuda": ("12.1", "12.4"), "python": ("3.10", "3.11", "3.12")}
-    )
-    report = run_doctor(spec, machine(tmp_path))
-    disk = next(f for f in report.findings if f.check == "disk")
-    assert disk.data["need_gib"] == 6 * 40
+def _disk(tmp_path: Path, **flags: object) -> dict:
+    spec = spec_from_flags("pytorch", {"version": "2.4.1", **flags})
+    return next(f for f in run_doctor(spec, machine(tmp_path)).findings if f.check == "disk").data
+
+
+def test_a_further_python_adds_only_its_packages_and_bindings_not_a_build_tree(tmp_path: Path) -> None:
+    one = _disk(tmp_path, cuda=("12.4",), python=("3.11",))
+    two = _disk(tmp_path, cuda=("12.4",), python=("3.11", "3.12"))
+    three = _disk(tmp_path, cuda=("12.4",), python=("3.10", "3.11", "3.12"))
+    added = two["need_gib"] - two["first_variant_gib"]
+    from condapipe.doctor.costs import build_costs
+
+    facts = build_costs()["pytorch"]
+    tree_gib = facts["configured_tree_mib"] * facts["margin"] / 1024
+    assert 0 < added < one["need_gib"] - tree_gib  # no second build tree
+    assert three["need_gib"] == pytest.approx(two["need_gib"] + added, abs=0.15)
+    # the machine: a second Python at 64 GiB free is not blocked
+    assert two["need_gib"] < 64
+
+
+def test_the_disk_need_grows_with_the_archs_compiled_and_blocks_only_when_short(tmp_path: Path) -> None:
+    few = _disk(tmp_path, cuda=("12.4",), python=("3.11",), arch="9.0")
+    many = _disk(tmp_path, cuda=("12.4",), python=("3.11",), arch="5.0;6.0;7.0;7.5;8.0;8.6;9.0")
+    cpu = _disk(tmp_path, cuda=("cpu",), python=("3.11",))
+    assert cpu["need_gib"] < few["need_gib"] < many["need_gib"]
+    spec = spec_from_flags("pytorch", {"version": "2.4.1", "cuda": ("12.1", "12.4"), "python": ("3.11",)})
+    disk = next(f for f in run_doctor(spec, machine(tmp_path)).findings if f.check == "disk")
     free = shutil.disk_usage(tmp_path).free / 1024**3
-    assert (disk.level == "block") == (free < 240)
+    assert (disk.level == "block") == (free < disk.data["need_gib"])
+
+
+def test_every_measured_cost_figure_says_where_it_was_measured() -> None:
+    from condapipe.doctor.costs import build_costs
+
+    facts = build_costs()["pytorch"]
+    for key in ("configured_tree_mib", "objects", "python_objects", "object_kib"):
+        source = facts[key.removesuffix("_mib") + "_from"] if key.endswith("_mib") else facts[f"{key}_from"]
+        assert len(source.split()) > 5, key
 
 
 def test_a_requested_engine_that_is_not_installed_blocks(tmp_path: Path) -> None:

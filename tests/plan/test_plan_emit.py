@@ -65,7 +65,7 @@ def test_plan_lists_each_variant_id_with_what_it_needs_and_its_steps(tmp_path: P
         assert f"  {label} (needs {MAGMA[cuda]} in a channel)\n" in out
     for label in MAGMA.values():
         assert f"\n  {label}\n" in out
-    assert out.count("    run  build: build ") == 6
+    assert out.count("    run  render, build, fix, verify, test, publish — not done before\n") == 6
     code, out, _ = cli(tmp_path, "plan", *PYTORCH, "--json")
     variants = json.loads(out)["variants"]
     assert [v["id"] for v in variants] == [*MAGMA.values(), *TORCH]

@@ -95,8 +95,9 @@ def test_a_failed_build_still_writes_the_report_with_the_error_and_the_log(tmp_p
 def test_a_dry_run_prints_the_plan_with_inputs_and_reasons_and_builds_nothing(tmp_path: Path) -> None:
     proc = run([*SMOKE, "--dry-run"], tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert f"run  build:{SMOKE_LABEL}: build cuda-smoke" in proc.stdout
-    assert "runs after render:" in proc.stdout and "archs: 9.0" in proc.stdout
+    assert f"run  {SMOKE_LABEL}: render, build, fix, verify, test, publish — not done before" in proc.stdout
+    debug = run([*SMOKE, "--dry-run", "--debug"], tmp_path)  # the inputs of each step, in full
+    assert "runs after render:" in debug.stdout and "archs: 9.0" in debug.stdout
     as_json = json.loads(run([*SMOKE, "--dry-run", "--json"], tmp_path).stdout)
     assert [s["action"] for s in as_json["steps"]] == ["run"] * 6
     assert as_json["steps"][0]["why"] == "not done before"

@@ -205,6 +205,15 @@ def _choose_pytorch(cudas: Sequence[str], pythons: Sequence[str]) -> tuple[str, 
     wanted = " ".join(gpu)
     if best == (0, 0):
         return version, f"newest release built upstream for CUDA {wanted}{py_text}"
+    older = {c: tables.upstream_releases_before_tables(c) for c in gpu}
+    if all(older.values()):  # upstream built it, in releases older than the tables
+        built = sorted({v for vs in older.values() for v in vs}, key=Version)
+        oldest = fitting[0][0]
+        return oldest, (
+            f"upstream built pytorch for CUDA {wanted} only in {' and '.join(built)}, older than "
+            f"condapipe's tables (they start at {releases[0][0]}); the oldest release in them"
+            + (f" for Python {' '.join(pythons)}" if py_text else "")
+        )
     nearest = " ".join(_distance(c, info.cudas)[1] for c in gpu)
     return version, (
         f"no release was built upstream for CUDA {wanted}{py_text}; "

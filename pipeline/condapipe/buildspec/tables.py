@@ -266,6 +266,12 @@ def pytorch_info(version: str) -> PytorchInfo:
     raise UsageError(f"unknown pytorch version {version!r}; valid: {' '.join(pytorch_versions())}")
 
 
+def upstream_releases_before_tables(cuda: str) -> tuple[str, ...]:
+    """Releases upstream built for `cuda` that are older than every series of pytorch.yaml."""
+    table = _load("pytorch.yaml").get("upstream_before_tables") or {}
+    return tuple(str(v) for v in table.get(cuda, ()))
+
+
 def compile_refusal(version: str, cuda: str) -> str | None:
     """Why the real PyTorch `version` cannot compile with CUDA `cuda`, with the nearest pairs that
     work (the newest CUDA the release was built for upstream, the oldest release built for this

@@ -13,9 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import click
+
 from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.buildspec.compile_cache import COMPILE_CACHE_ENV, shared_compile_cache
+from condapipe.cli.interrupt import interrupted
 from condapipe.cli.output import console, err_console, print_json
+from condapipe.cli.plan_text import input_lines, plan_lines
 from condapipe.cli.resolve_step import resolve_before_building
 from condapipe.doctor import DoctorReport, Machine, run_doctor
 from condapipe.errors import CondapipeError
@@ -33,6 +37,7 @@ from condapipe.plan import (
     write_report,
 )
 from condapipe.plan.channels import ChannelSetup
+from condapipe.plan.runner import Step
 from condapipe.render.families._common import family_data
 
 
@@ -48,6 +53,7 @@ class FamilyBuild:
     as_json: bool = False
     variant: str | None = None  # --variant ID: build only that variant of the plan
     channels: ChannelSetup | None = None  # probed channels: the plan's environments are solved first
+    doctor_command: str = "condapipe doctor"  # the doctor command that checks this same target
 
 
 @dataclass(frozen=True)
@@ -64,11 +70,16 @@ def _recipe_takes_compile_cache(package: str) -> bool:
 
 
 def preflight(
-    spec: BuildSpec, *, work_dir: Path, engine: str, env: Mapping[str, str] | None = None
+    spec: BuildSpec,
+    *,
+    work_dir: Path,
+    engine: str,
+    env: Mapping[str, str] | None = None,
+    output_dir: Path | None = None,
 ) -> Preflight:
     """Doctor for the spec; its build env (MAX_JOBS, ...) and toolkit switch, and the compile cache
     several Pythons share (condapipe.buildspec.compile_cache decides), for the one PlanOptions."""
-    report = run_doctor(spec, Machine.from_environ(work_dir), engine=engine)
+    report = run_doctor(spec, Machine.from_environ(work_dir, output_dir=output_dir), engine=engine)
     merged = dict(env or {})
     for key, value in report.build_env:
         merged.setdefault(key, value)
@@ -85,14 +96,11 @@ def preflight(
 
 
 def _print_plan(plan: Plan, rows: list[dict[str, Any]]) -> None:
-    lines = [f"plan: {len(rows)} steps, channel {plan.output_dir}, work dir {plan.work_dir}"]
-    for row in rows:
-        mark = {"run": "run ", "stop": "stop"}.get(row["action"], "skip")
-        lines.append(f"  {mark} {row['id']}: {row['title']} — {row['why']}")
-        for key, value in row["inputs"].items():
-            text = value if isinstance(value, str) else str(value)
-            lines.append(f"         {key}: {text[:100]}")
-    lines += [f"  note: {note}" for note in plan.notes]
+    """The dry run's short lines (condapipe.cli.plan_text); every step's inputs too with --debug."""
+    lines = plan_lines(rows, output_dir=plan.output_dir, work_dir=plan.work_dir, notes=plan.notes)
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and (ctx.find_root().params.get("debug") or (ctx.obj or {}).get("debug")):
+        lines += input_lines(rows)
     for line in lines:  # plain text: inputs hold brackets that are not rich markup
         console.print(line, soft_wrap=True, markup=False, highlight=False)
 
@@ -117,9 +125,9 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
         unresolved = resolution is not None and not resolution.ok
         stopped = (bool(doctor.blocking) and not request.force) or unresolved
         if stopped:  # the real run stops at preflight: none of its steps would run
-            why = "would not run: the blocking doctor finding above stops the build first (--force: build)"
+            why = "stopped by the blocking doctor finding above (--force builds anyway)"
             if not (doctor.blocking and not request.force):
-                why = "would not run: the dependencies above do not resolve"
+                why = "stopped: the dependencies above do not resolve"
             rows = [{**row, "action": "stop", "why": why} if row["action"] == "run" else row for row in rows]
         if request.as_json:
             print_json(
@@ -134,11 +142,12 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
             )
         else:
             _print_plan(plan, rows)
-        doctor.raise_if_blocking(force=request.force)  # the exit code the real run would have
+        # the exit code the real run would have
+        doctor.raise_if_blocking(force=request.force, doctor_command=request.doctor_command)
         if resolution is not None and not resolution.ok:
             raise resolution.problem()
         return None
-    doctor.raise_if_blocking(force=request.force)
+    doctor.raise_if_blocking(force=request.force, doctor_command=request.doctor_command)
     plan = make_family_plan(request.spec, options, request.variant)
     resolution = resolve_before_building(
         plan, request.channels, run_tests=options.run_tests, dry_run=False, as_json=request.as_json
@@ -159,6 +168,22 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
     return result
 
 
+class _QuietOnceInterrupted:
+    """The step display, silent once the user interrupted: the step that fails because it was
+    stopped is not a failure to show (the CLI prints the one "interrupted" line)."""
+
+    def __init__(self, display: StepDisplay) -> None:
+        self._display = display
+
+    def started(self, step: Step, why: str) -> None:
+        if not interrupted():
+            self._display.started(step, why)
+
+    def finished(self, step: Step, status: str, why: str, seconds: float) -> None:
+        if not interrupted():
+            self._display.finished(step, status, why, seconds)
+
+
 def run_and_report(plan: Plan) -> tuple[PlanResult | None, CondapipeError | None, dict[str, Any]]:
     """Run `plan` with the live step display; the result, the error that stopped it, the report.
 
@@ -167,7 +192,9 @@ def run_and_report(plan: Plan) -> tuple[PlanResult | None, CondapipeError | None
     error: CondapipeError | None = None
     try:
         with StepDisplay(plan, err_console) as display:
-            result = run_plan(plan, display=display)
+            result = run_plan(plan, display=_QuietOnceInterrupted(display))
     except PlanFailed as exc:
+        if interrupted():  # the step failed because it was stopped: no failure report, no summary
+            raise KeyboardInterrupt from None
         result, error = exc.result, exc.cause
     return result, error, build_report(plan, result, error=str(error) if error else None)

@@ -4,6 +4,13 @@ Each command turns its flags into one frozen Settings (condapipe.buildspec.setti
 and passes that down: no module below the CLI reads flags, the config file or the environment for
 a setting. Flags are plain strings here and validated in condapipe.buildspec.build_spec, so every
 mistake is a one-line error (exit 2) instead of click's multi-line usage text.
+
+Names follow the tools people come from: conda-build / rattler-build spellings are aliases of what
+condapipe already does (`-m/--variant-config FILE` → --python/--cuda/--platform/--blas,
+`--target-platform` → --platform, `--output-folder` → --output-dir), and anaconda-client's
+`-u/--user` names the upload owner. `-c/--channel` is a channel searched for dependencies (as in
+`conda build -c`) in build and plan; in `upload`, `--channel` is the owner uploaded to (as
+anaconda.org calls it), also spelled `--owner` / `-u` / `--user`.
 """
 
 from __future__ import annotations
@@ -34,7 +41,10 @@ _SPEC_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
         ("--arch", "arch"),
         {"help": "GPU archs: '8.0;8.6+PTX', sm_90, 9.0a, a family (Ampere, Hopper, ...) or native."},
     ),
-    (("--platform", "platform"), {"help": "linux-64 (default) or linux-aarch64."}),
+    (
+        ("--platform", "--target-platform", "platform"),
+        {"help": "linux-64 (default) or linux-aarch64 (--target-platform: the conda-build name)."},
+    ),
     (("--blas", "blas"), {"help": "mkl (default on linux-64) or openblas."}),
     (("--source", "source"), {"help": "Local checkout DIR, tarball URL or git+URL@REV (default: upstream)."}),
     (
@@ -50,12 +60,21 @@ _SPEC_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
         ("--config", "config"),
         {"help": "Config file (default: ./condapipe.toml or [tool.condapipe] in ./pyproject.toml)."},
     ),
+    (
+        ("-m", "--variant-config", "--variants", "variant_config"),
+        {
+            "multiple": True,
+            "metavar": "FILE",
+            "help": "conda-build/rattler-build variant file (conda_build_config.yaml): its python, "
+            "cuda_compiler_version, target_platform and blas_impl as --python/--cuda/--platform/--blas.",
+        },
+    ),
 )
 
 
 def spec_options(func: F) -> F:
     """Add the spec flags (--version --build-number --python --cuda --cudnn --arch --platform
-    --blas --source --jetson --env --config) to a click command."""
+    --blas --source --jetson --env --config -m/--variant-config) to a click command."""
     for decls, attrs in reversed(_SPEC_OPTIONS):
         func = click.option(*decls, default=None if not attrs.get("multiple") else (), **attrs)(func)
     return func
@@ -68,12 +87,95 @@ def single_cuda_option(default: str | None, help_text: str) -> Callable[[F], F]:
     )
 
 
+def json_option(func: F) -> F:
+    """Add --json: print a machine-readable result instead of tables."""
+    return click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")(func)
+
+
+def dry_run_option(func: F) -> F:
+    """Add --dry-run: say what would change without changing anything."""
+    return click.option("--dry-run", is_flag=True, help="Show what would be done; change nothing.")(func)
+
+
+class FolderPath(click.Path):
+    """click.Path that refuses '' and / (click turns '' into `.`, the current directory, silently)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from condapipe.safe_paths import destination
+
+        if isinstance(value, str):
+            name = param.opts[0] if param is not None and param.opts else (param.name if param else "path")
+            destination(value, name or "path")
+        return super().convert(value, param, ctx)
+
+
+def output_dir_option(help_text: str) -> Callable[[F], F]:
+    """Add --output-dir (alias --output-folder, conda-build's name; default ./channel)."""
+    from condapipe.cli.output import DEFAULT_OUTPUT_DIR
+
+    return click.option(
+        "--output-dir",
+        "--output-folder",
+        "output_dir",
+        type=FolderPath(path_type=Path, file_okay=False),
+        default=DEFAULT_OUTPUT_DIR,
+        show_default=True,
+        help=help_text,
+    )
+
+
+def work_dir_option(help_text: str) -> Callable[[F], F]:
+    """Add --work-dir (default ./.condapipe): recipes, scratch space, state and logs."""
+    from condapipe.cli.output import DEFAULT_WORK_DIR
+
+    return click.option(
+        "--work-dir",
+        type=FolderPath(path_type=Path, file_okay=False),
+        default=DEFAULT_WORK_DIR,
+        show_default=True,
+        help=help_text,
+    )
+
+
+def dependency_channels_option(help_text: str) -> Callable[[F], F]:
+    """Add -c/--channel (repeatable): channels searched for dependencies, as in `conda build -c`."""
+    return click.option("-c", "--channel", "channels", multiple=True, metavar="CHANNEL", help=help_text)
+
+
+def upload_owner_option(func: F) -> F:
+    """Add the anaconda.org owner: --channel (anaconda.org's word), --owner, -u/--user (anaconda upload's)."""
+    return click.option(
+        "--channel",
+        "--owner",
+        "-u",
+        "--user",
+        "owner",
+        metavar="ORG",
+        help="anaconda.org owner (user or organisation) to upload to; --owner, -u and --user are the same. "
+        "(In `build` and `plan`, -c/--channel is a channel searched for dependencies instead.)",
+    )(func)
+
+
+def with_variant_config(params: Mapping[str, Any]) -> dict[str, Any]:
+    """`params` with the values of -m/--variant-config files filled in where no flag was given
+    (an explicit flag wins over the file), and the variant_config key itself removed."""
+    flags = dict(params)
+    variant_files = tuple(flags.pop("variant_config", None) or ())
+    if variant_files:
+        from condapipe.buildspec.variant_config import variant_flags
+
+        for key, value in variant_flags([Path(f) for f in variant_files]).items():
+            if flags.get(key) in (None, ()):
+                flags[key] = value
+    return flags
+
+
 def settings_from_flags(
     package: str | None, params: Mapping[str, Any], *, compile_cache: str | None = None
 ) -> Settings:
     """The command's one Settings: the config file named by --config (or found), the environment,
-    then the flags in `params` (a click command's keyword arguments)."""
-    flags = dict(params)
+    then the flags in `params` (a click command's keyword arguments, -m variant files included)."""
+    flags = with_variant_config(params)
     if compile_cache:
         flags["compile_cache"] = compile_cache
     config = params.get("config")

@@ -19,21 +19,25 @@ from typing import Any
 import click
 
 from condapipe import __version__
+from condapipe.cli.interrupt import INTERRUPTED_EXIT, handling_interrupts, interrupted
+from condapipe.cli.interrupt import MESSAGE as INTERRUPTED_MESSAGE
+from condapipe.cli.os_errors import os_error_line
 from condapipe.errors import CondapipeError
 
-# Command names, each the name of its module under condapipe.cli.commands, in --help order.
+# Command names, each the name of its module under condapipe.cli.commands, in --help order: the
+# order of the work (check the machine, render, build, fix, verify, index, upload), then the rest.
 COMMAND_MODULES: tuple[str, ...] = (
+    "doctor",
     "render",
-    "plan",
     "build",
+    "fix",
+    "verify",
     "index",
     "wheels",
     "upload",
+    "plan",
     "patches",
     "config",
-    "fix",
-    "verify",
-    "doctor",
 )
 
 
@@ -43,6 +47,17 @@ class _Group(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMAND_MODULES)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands in workflow order, each with the whole first line of its help (never cut)."""
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit=1000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in COMMAND_MODULES:
@@ -62,7 +77,18 @@ class _Group(click.Group):
         debug = bool(ctx.find_root().params.get("debug"))
         as_json = _wants_json(ctx)
         try:
-            return super().invoke(ctx)
+            with handling_interrupts(stop_children=_subcommand(ctx) in _RUNS_BUILDS):
+                try:
+                    result = super().invoke(ctx)
+                except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+                    raise
+                except BaseException:
+                    if interrupted():  # whatever the engine made of the signal, it was the signal
+                        raise KeyboardInterrupt from None
+                    raise
+                if interrupted():  # a signal the engine swallowed: the user still asked to stop
+                    raise KeyboardInterrupt
+                return result
         except click.ClickException as exc:
             if not as_json:
                 raise
@@ -72,10 +98,10 @@ class _Group(click.Group):
         except CondapipeError as exc:
             _fail(f"error: {exc}", exc.exit_code, debug, as_json)
         except KeyboardInterrupt:
-            _fail("interrupted", 130, debug, as_json)
+            _fail(INTERRUPTED_MESSAGE, INTERRUPTED_EXIT, debug, as_json)
         except OSError as exc:
-            # A file or network problem the stage did not anticipate: still one line.
-            _fail(f"error: {exc}", 1, debug, as_json)
+            # A file or network problem the stage did not anticipate: still one line, with the fix.
+            _fail(*os_error_line(exc), debug, as_json)
         except RecursionError:
             _fail("error: input nested too deeply to read", 2, debug, as_json)
         except Exception as exc:
@@ -105,6 +131,15 @@ class _Group(click.Group):
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
         os._exit(code)
+
+
+# Commands that run build scripts (engines): a signal must stop their processes at once.
+_RUNS_BUILDS = ("build",)
+
+
+def _subcommand(ctx: click.Context) -> str | None:
+    sub = [*getattr(ctx, "_protected_args", ()), *ctx.args]  # click >= 8.2 keeps the subcommand here
+    return sub[0] if sub else None
 
 
 def _wants_json(ctx: click.Context) -> bool:

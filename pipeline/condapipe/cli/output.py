@@ -8,23 +8,38 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.text import Text
+
+from condapipe.cli.interrupt import interrupted
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-console = Console(stderr=False, highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# Width of output that goes to a pipe or file: wide enough that no path or table cell is cut or
+# wrapped mid-name (a terminal's width applies only where a terminal shows the output).
+PIPE_WIDTH = 4096
 
 
-def json_option(func: F) -> F:
-    """Add --json: print a machine-readable result instead of tables."""
-    return click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")(func)
+class _Console(Console):
+    """A rich Console that is as wide as the terminal it writes to, and unlimited when piped.
+
+    (rich takes the width of any terminal among stdin/stdout/stderr, so `condapipe … | less` would
+    cut table cells to the width of the terminal the error stream goes to.)"""
+
+    @property  # type: ignore[override]
+    def size(self) -> ConsoleDimensions:
+        size = Console.size.fget(self)  # type: ignore[attr-defined]
+        if self._width is None and not self.is_terminal and "COLUMNS" not in self._environ:
+            return ConsoleDimensions(PIPE_WIDTH, size.height)
+        return size
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
 
 
-def dry_run_option(func: F) -> F:
-    """Add --dry-run: say what would change without changing anything."""
-    return click.option("--dry-run", is_flag=True, help="Show what would be done; change nothing.")(func)
+console = _Console(stderr=False, highlight=False)
+err_console = _Console(stderr=True, highlight=False)
 
 
 def echo_lines(target: Console = err_console) -> Callable[[str, str | None], None]:
@@ -34,6 +49,8 @@ def echo_lines(target: Console = err_console) -> Callable[[str, str | None], Non
     """
 
     def echo(line: str, style: str | None) -> None:
+        if interrupted():  # what the engine says about being stopped is noise: the CLI says it once
+            return
         target.print(Text(line, style=style or ""), soft_wrap=True)
 
     return echo
@@ -58,37 +75,3 @@ def json_printed(ctx: click.Context) -> bool:
 # The conventions of the CLI surface (docs/design.md), shared so every command means the same folders.
 DEFAULT_OUTPUT_DIR = Path("channel")
 DEFAULT_WORK_DIR = Path(".condapipe")
-
-
-class FolderPath(click.Path):
-    """click.Path that refuses '' and / (click turns '' into `.`, the current directory, silently)."""
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        from condapipe.safe_paths import destination
-
-        if isinstance(value, str):
-            name = param.opts[0] if param is not None and param.opts else (param.name if param else "path")
-            destination(value, name or "path")
-        return super().convert(value, param, ctx)
-
-
-def output_dir_option(help_text: str) -> Callable[[F], F]:
-    """Add --output-dir (default ./channel): the local channel packages go into or come from."""
-    return click.option(
-        "--output-dir",
-        type=FolderPath(path_type=Path, file_okay=False),
-        default=DEFAULT_OUTPUT_DIR,
-        show_default=True,
-        help=help_text,
-    )
-
-
-def work_dir_option(help_text: str) -> Callable[[F], F]:
-    """Add --work-dir (default ./.condapipe): recipes, scratch space, state and logs."""
-    return click.option(
-        "--work-dir",
-        type=FolderPath(path_type=Path, file_okay=False),
-        default=DEFAULT_WORK_DIR,
-        show_default=True,
-        help=help_text,
-    )

@@ -14,6 +14,7 @@ from typing import Any
 
 from condapipe.cli.family_build import run_and_report
 from condapipe.cli.output import console, err_console, print_json
+from condapipe.cli.plan_text import plan_lines, shown_path
 from condapipe.cli.resolve_step import resolve_before_building
 from condapipe.engines import engine_for_recipe
 from condapipe.engines.base import BuildOptions
@@ -78,14 +79,18 @@ def build_recipe_dir(request: RecipeBuild) -> PlanResult | None:
         actions = [
             *engine.describe(request.recipe_dir, engine_options),
             *(f"{row['action']} {row['id']}: {row['title']} ({row['why']})" for row in rows),
-            f"publish into: {_shown(options.output_dir)}",
+            f"publish into: {shown_path(options.output_dir)}",
         ]
         if request.as_json:
             print_json({**head, "dry_run": True, "actions": actions, "steps": rows})
         else:
-            console.print(f"would build {request.target} with {engine.name} ({why}):")
-            for action in actions:
-                console.print(f"  {action}", soft_wrap=True, markup=False, highlight=False)
+            console.print(f"would build {request.target} with {engine.name} ({why}):", markup=False)
+            lines = [
+                *(f"  {line}" for line in engine.describe(request.recipe_dir, engine_options)),
+                *plan_lines(rows, output_dir=options.output_dir, work_dir=options.work_dir),
+            ]
+            for line in lines:
+                console.print(line, soft_wrap=True, markup=False, highlight=False)
         if resolution is not None and not resolution.ok:
             raise resolution.problem()
         return None
@@ -101,11 +106,3 @@ def build_recipe_dir(request: RecipeBuild) -> PlanResult | None:
     if error is not None:
         raise error
     return result
-
-
-def _shown(path: Path) -> str:
-    """`path` as the user most likely typed it: relative to the current folder when inside it."""
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)

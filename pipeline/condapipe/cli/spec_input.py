@@ -7,14 +7,16 @@ CUDA, version and Python, chosen by the same code and said in the same "chose ..
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
+from typing import Any
 
 import click
 
 from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.buildspec.defaults import Choice
-from condapipe.buildspec.settings import Settings, spec_with_defaults
-from condapipe.cli.output import DEFAULT_WORK_DIR, err_console
+from condapipe.buildspec.settings import SPEC_FLAG_KEYS, Settings, spec_with_defaults
+from condapipe.cli.output import DEFAULT_OUTPUT_DIR, DEFAULT_WORK_DIR, err_console
 from condapipe.doctor import Machine, find_toolkits
 
 
@@ -51,3 +53,44 @@ def echo_choices(spec: BuildSpec, choices: tuple[Choice, ...]) -> None:
     for choice in choices:
         err_console.print(choice.line(spec.package), soft_wrap=True, markup=False, highlight=False)
     echo_spec_warnings(spec)
+
+
+def spec_flags(settings: Settings, choices: tuple[Choice, ...]) -> tuple[str, ...]:
+    """The spec as flags: config file and command line merged, plus the defaults chosen here, so
+    another command (a CI job, `condapipe doctor`) works on exactly this target."""
+    spec = {k: v for k, v in settings.spec_dict().items() if k in SPEC_FLAG_KEYS}
+    for choice in choices:
+        spec[choice.key] = [choice.value] if choice.key in ("cuda", "python") else choice.value
+    flags: list[str] = []
+    for key in SPEC_FLAG_KEYS:  # a fixed order: the same spec gives the same flags
+        value: Any = spec.get(key)
+        if value is None or value in ((), [], ""):
+            continue
+        flag = "--" + key.replace("_", "-")
+        if key == "env":
+            items = value.items() if isinstance(value, dict) else ()
+            flags += [x for name, val in sorted(items) for x in (flag, f"{name}={val}")]
+        elif isinstance(value, list | tuple):
+            flags += [x for item in value for x in (flag, str(item))]
+        else:
+            flags += [flag, str(value)]
+    return tuple(flags)
+
+
+def doctor_command(
+    settings: Settings,
+    choices: tuple[Choice, ...],
+    *,
+    work_dir: Path = DEFAULT_WORK_DIR,
+    output_dir: Path = DEFAULT_OUTPUT_DIR,
+    engine: str = "auto",
+) -> str:
+    """The `condapipe doctor …` line that checks the same target, folders and engine as a build."""
+    words = ["condapipe", "doctor", settings.require_package(), *spec_flags(settings, choices)]
+    if engine != "auto":
+        words += ["--engine", engine]
+    if Path(work_dir) != DEFAULT_WORK_DIR:
+        words += ["--work-dir", str(work_dir)]
+    if Path(output_dir) != DEFAULT_OUTPUT_DIR:
+        words += ["--output-dir", str(output_dir)]
+    return shlex.join(words)

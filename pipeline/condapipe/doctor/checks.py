@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from condapipe.buildspec.build_spec import BuildSpec
+from condapipe.doctor.costs import disk_need
 from condapipe.doctor.machine import Finding, Machine, doctor_data, family_facts
 from condapipe.errors import CondapipeError
 
@@ -326,6 +328,55 @@ def check_ram(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
     return res
 
 
+# ---------------------------------------------------------------- destinations
+
+
+def destination_problem(path: Path) -> tuple[str, str] | None:
+    """Why condapipe could not create or write into the folder `path` (what, fix), or None.
+
+    Looked up without writing anything: the folder or its nearest existing parent must be a folder
+    this user may create files in, on a file system mounted read-write."""
+    target = path.absolute()
+    if target.exists() and not target.is_dir():
+        return f"{target} is a file, not a folder", "remove or rename that file, or choose another folder"
+    existing = _existing_parent(target)
+    if not existing.is_dir():
+        return (
+            f"{target}: {existing} is a file, not a folder",
+            f"rename {existing}, or choose another folder",
+        )
+    if os.access(existing, os.W_OK | os.X_OK):
+        return None
+    try:
+        read_only = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    if read_only:
+        return f"{existing} is on a read-only file system", "choose a folder on a writable disk"
+    return (
+        f"{existing} is not writable by this user",
+        f"make it writable (chown/chmod u+w {existing}), or choose another folder",
+    )
+
+
+def check_destinations(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
+    """The work dir and the output channel must be writable: found now, not after hours of compiling."""
+    res = CheckResult()
+    folders = [("--work-dir", machine.work_dir)]
+    if machine.output_dir is not None:
+        folders.append(("--output-dir", machine.output_dir))
+    for flag, folder in folders:
+        problem = destination_problem(folder)
+        if problem is None:
+            res.findings.append(Finding("destinations", "ok", f"{flag} {folder.absolute()} is writable"))
+        else:
+            what, fix = problem
+            res.findings.append(
+                Finding("destinations", "block", f"{flag}: {what}", fix=f"{fix} (pass {flag} DIR)")
+            )
+    return res
+
+
 # ---------------------------------------------------------------- disk
 
 
@@ -337,30 +388,46 @@ def _existing_parent(path: Path) -> Path:
 
 
 def check_disk(spec: BuildSpec, machine: Machine, *, variants: int | None = None, **_: object) -> CheckResult:
-    """Free space where the work dir is, against an estimate for the variants to build."""
+    """Free space where the work dir is, against the measured estimate (condapipe.doctor.costs):
+    the first variant's build tree, then only what each further variant adds."""
     res = CheckResult()
-    facts = family_facts(spec.package)
-    n_cuda = sum(1 for v in spec.cuda_variants if not v.is_cpu) * max(1, len(spec.pythons))
-    n_cpu = sum(1 for v in spec.cuda_variants if v.is_cpu) * max(1, len(spec.pythons))
-    need = n_cuda * float(facts["disk_gib"]["cuda"]) + n_cpu * float(facts["disk_gib"]["cpu"])
+    estimate = disk_need(spec, family_facts(spec.package)["disk_gib"])
+    need = estimate.total_gib
     if variants is not None:  # only some variants still need building (a resumed plan)
-        need = need * variants / max(1, n_cuda + n_cpu)
+        need = estimate.first_gib + estimate.extra_gib * max(0, variants - 1) / max(1, estimate.variants - 1)
     where = _existing_parent(machine.work_dir)
     free = shutil.disk_usage(where).free / GIB
-    data = {"free_gib": round(free, 1), "need_gib": round(need, 1), "path": str(where)}
+    data = {
+        "free_gib": round(free, 1),
+        "need_gib": round(need, 1),
+        "first_variant_gib": round(estimate.first_gib, 1),
+        "path": str(where),
+    }
+    more = estimate.variants - 1
+    parts = (
+        f"{estimate.first_gib:.1f} for the first variant + {estimate.extra_gib:.1f} for {more} more"
+        if more
+        else "one variant"
+    )
     if free < need:
         res.findings.append(
             Finding(
                 "disk",
                 "block",
-                f"{free:.1f} GiB free at {where}; building {spec.package} needs about {need:.1f} GiB",
+                f"{free:.1f} GiB free at {where}; building {spec.package} needs about "
+                f"{need:.1f} GiB ({parts})",
                 fix=f"free {need - free:.1f} GiB there, or pass --work-dir on a larger disk",
                 data=data,
             )
         )
     else:
         res.findings.append(
-            Finding("disk", "ok", f"{free:.1f} GiB free at {where} (about {need:.1f} GiB needed)", data=data)
+            Finding(
+                "disk",
+                "ok",
+                f"{free:.1f} GiB free at {where} (about {need:.1f} GiB needed: {parts})",
+                data=data,
+            )
         )
     return res
 
@@ -407,6 +474,15 @@ def find_cudnn(machine: Machine, toolkit_roots: list[Path]) -> list[dict[str, st
     return found
 
 
+def cudnn_wheel(cuda: str, cudnn_major: str) -> str | None:
+    """The pip requirement of a cuDNN wheel for this CUDA and cuDNN major, or None when PyPI has none
+    (doctor.yaml cudnn_wheels: e.g. nothing for CUDA 10, no cuDNN 8 for CUDA 13)."""
+    entry = (doctor_data().get("cudnn_wheels") or {}).get(cuda.split(".")[0])
+    if not entry or cudnn_major not in entry["cudnn_majors"]:
+        return None
+    return f"{entry['package']}=={cudnn_major}.*"
+
+
 def check_cudnn(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
     res = CheckResult()
     if not family_facts(spec.package)["cudnn"]:
@@ -421,7 +497,7 @@ def check_cudnn(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
         found = find_cudnn(machine, roots)
         want = variant.cudnn.split(".")[0]
         match = next((f for f in found if f["version"].split(".")[0] == want), None)
-        wheel = f"nvidia-cudnn-cu{variant.cuda.split('.')[0]}=={want}.*"
+        wheel = cudnn_wheel(variant.cuda, want)
         if match:
             res.env.setdefault("CUDNN_INCLUDE_DIR", match["include"])
             res.env.setdefault("CUDNN_LIB_DIR", match["lib"])
@@ -437,7 +513,12 @@ def check_cudnn(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
                     "cudnn",
                     "block",
                     f"CUDA {variant.cuda} build wants cuDNN {variant.cudnn} (major {want}); found {have}",
-                    fix=f"pip install '{wheel}' (condapipe finds the wheel), or --cudnn with one you have",
+                    fix=(
+                        f"pip install '{wheel}' (condapipe finds the wheel)"
+                        if wheel
+                        else f"install cuDNN {variant.cudnn} from {doctor_data()['cudnn_archive']}"
+                    )
+                    + ", or --cudnn with one you have",
                     data={"found": found},
                 )
             )
@@ -447,7 +528,13 @@ def check_cudnn(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
                     "cudnn",
                     "block",
                     f"no cuDNN found for the CUDA {variant.cuda} build (wants {variant.cudnn})",
-                    fix=f"pip install '{wheel}', apt install libcudnn{want}-dev, or set CUDNN_INCLUDE_DIR",
+                    fix=(
+                        f"pip install '{wheel}', apt install libcudnn{want}-dev, or set CUDNN_INCLUDE_DIR"
+                        if wheel
+                        else f"no pip wheel of cuDNN exists for CUDA {variant.cuda}: install cuDNN "
+                        f"{variant.cudnn} for it from {doctor_data()['cudnn_archive']} and set "
+                        "CUDNN_INCLUDE_DIR and CUDNN_LIB_DIR"
+                    ),
                 )
             )
     return res
@@ -564,6 +651,7 @@ def check_platform(spec: BuildSpec, machine: Machine, **_: object) -> CheckResul
 
 ALL: tuple[Callable[..., CheckResult], ...] = (
     check_platform,
+    check_destinations,
     check_nvcc,
     check_gcc,
     check_driver,

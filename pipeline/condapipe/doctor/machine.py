@@ -30,7 +30,7 @@ CUDA_ROOTS_ENV = "CONDAPIPE_CUDA_ROOTS"  # where cuda-X.Y toolkits live, instead
 class Finding:
     """One fact about the machine; warn/block findings always carry a fix."""
 
-    check: str  # platform | nvcc | gcc | driver | ram | disk | cudnn | cmake | engine
+    check: str  # platform | destinations | nvcc | gcc | driver | ram | disk | cudnn | cmake | engine
     level: str  # ok | info | warn | block
     message: str
     fix: str = ""
@@ -64,9 +64,12 @@ class Machine:
     work_dir: Path = Path(".condapipe")
     env: Mapping[str, str] = field(default_factory=dict)
     arch: str = "x86_64"  # platform.machine() of the build machine
+    output_dir: Path | None = None  # the channel a build publishes into (checked for being writable)
 
     @classmethod
-    def from_environ(cls, work_dir: Path, environ: Mapping[str, str] | None = None) -> Machine:
+    def from_environ(
+        cls, work_dir: Path, environ: Mapping[str, str] | None = None, *, output_dir: Path | None = None
+    ) -> Machine:
         env = dict(os.environ if environ is None else environ)
         return cls(
             path=env.get("PATH", os.defpath),
@@ -79,6 +82,7 @@ class Machine:
             work_dir=work_dir,
             env=env,
             arch=env.get(MACHINE_ARCH_ENV) or _platform.machine(),
+            output_dir=output_dir,
         )
 
     def which(self, tool: str) -> str | None:

@@ -45,16 +45,22 @@ class DoctorReport:
             "cuda_homes": dict(self.cuda_homes),
         }
 
-    def raise_if_blocking(self, *, force: bool = False, before_build: bool = True) -> None:
-        """EnvironmentProblem (exit 3) naming the first blocking finding, unless forced."""
+    def raise_if_blocking(
+        self, *, force: bool = False, before_build: bool = True, doctor_command: str = "condapipe doctor"
+    ) -> None:
+        """EnvironmentProblem (exit 3) naming the first blocking finding, unless forced.
+
+        `doctor_command`: the doctor command that checks the same target as the build (the hint)."""
         if not self.blocking or force:
             return
         first = self.blocking[0]
         more = len(self.blocking) - 1
         if before_build:
-            extra = f" (+{more} more: `condapipe doctor` lists them)" if more else ""
+            extra = f" (+{more} more)" if more else ""
             raise EnvironmentProblem(
-                f"preflight: {first.message}{extra}; --force builds anyway", fix=first.fix
+                f"preflight: {first.message}{extra}; `{doctor_command}` checks this target again, "
+                "--force builds anyway",
+                fix=first.fix,
             )
         extra = f" (+{more} more above)" if more else ""
         raise EnvironmentProblem(f"{first.message}{extra}", fix=first.fix)

@@ -30,12 +30,24 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write `data` to `path` so readers see the old or the new content, never a mix."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:  # said about the file the user named, not our temporary name
+        _remove_quietly(tmp)
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
+    except BaseException:  # Ctrl-C mid-write: no temporary file stays behind
+        _remove_quietly(tmp)
+        raise
     _fsync_dir(path.parent)
+
+
+def _remove_quietly(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink(missing_ok=True)
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -16,14 +16,16 @@ from typing import Any
 import click
 
 from condapipe.buildspec.settings import Settings, flag_settings
-from condapipe.cli.flags import settings_from_flags, spec_options
-from condapipe.cli.output import (
+from condapipe.cli.flags import (
+    dependency_channels_option,
     dry_run_option,
-    echo_lines,
     json_option,
     output_dir_option,
+    settings_from_flags,
+    spec_options,
     work_dir_option,
 )
+from condapipe.cli.output import echo_lines
 from condapipe.engines import (
     ENGINE_NAMES,
     recipe_formats,
@@ -89,7 +91,7 @@ def _explicit_compile_cache(settings: Settings) -> tuple[tuple[str, str], ...]:
 
 
 @click.command("build")
-@click.argument("target", metavar="PACKAGE|RECIPE_DIR")
+@click.argument("target", metavar="[PACKAGE|RECIPE_DIR]", required=False)
 @spec_options
 @click.option(
     "--engine",
@@ -101,13 +103,10 @@ def _explicit_compile_cache(settings: Settings) -> tuple[tuple[str, str], ...]:
 )
 @output_dir_option("Local channel the packages go into (also the first channel searched).")
 @work_dir_option("Rendered recipes, engine scratch space and build logs.")
-@click.option(
-    "-c",
-    "--channel",
-    "channels",
-    multiple=True,
-    help="Channel for dependencies (name, URL or directory); repeatable. Replaces the default "
-    "(conda-forge; config key channels); the output dir and the tool channel are always searched.",
+@dependency_channels_option(
+    "Channel for dependencies (name, URL or directory), as `conda build -c`; repeatable. Replaces the "
+    "default (conda-forge; config key channels); the output dir and the tool channel are always "
+    "searched. Not an upload destination: that is `condapipe upload --channel/--owner ORG`."
 )
 @click.option("--override-channels", is_flag=True, help="Search only the output dir and the -c channels.")
 @click.option(
@@ -142,7 +141,7 @@ def _explicit_compile_cache(settings: Settings) -> tuple[tuple[str, str], ...]:
 @dry_run_option
 @json_option
 def command(
-    target: str,
+    target: str | None,
     engine: str,
     output_dir: Path,
     work_dir: Path,
@@ -160,7 +159,10 @@ def command(
     as_json: bool,
     **spec_params: Any,
 ) -> None:
-    """Build a package family (cuda-smoke, magma, pytorch, ...) or a recipe directory."""
+    """Build a package family (cuda-smoke, magma, pytorch, ...) or a recipe directory.
+
+    PACKAGE may come from the config file instead (`package = "pytorch"` in condapipe.toml).
+    """
     if compression_level is not None:  # refused before anything is written
         low, high = (1, 22) if package_format == "conda" else (1, 9)
         if not low <= compression_level <= high:
@@ -169,8 +171,9 @@ def command(
                 f"--compression-level {compression_level}: {kind} levels for --package-format "
                 f"{package_format} are {low}-{high}"
             )
-    recipe_dir = _recipe_dir_target(target)
+    recipe_dir = _recipe_dir_target(target) if target else None
     settings = settings_from_flags(target, spec_params, compile_cache=compile_cache)  # once per command
+    target = settings.require_package()  # the command line's, else the config file's `package`
     cache_env = _explicit_compile_cache(settings)
     setup = _channel_setup(channels or settings.channels, output_dir, work_dir, build_tools, offline, dry_run)
     from condapipe.plan import PlanOptions
@@ -193,14 +196,20 @@ def command(
 
     if recipe_dir is None:  # a package family: doctor, then the resumable plan (condapipe.cli.family_build)
         from condapipe.cli.family_build import FamilyBuild, build_family, preflight
-        from condapipe.cli.spec_input import machine_spec
+        from condapipe.cli.spec_input import doctor_command, machine_spec
 
-        spec, _ = machine_spec(settings, work_dir=work_dir)
+        spec, choices = machine_spec(settings, work_dir=work_dir)
         if variant is not None:  # an unknown ID is refused before doctor runs
             from condapipe.plan.build_plan import family_jobs, select_variant
 
             select_variant(family_jobs(spec), variant)
-        checked = preflight(spec, work_dir=work_dir.absolute(), engine=engine, env=dict(cache_env))
+        checked = preflight(
+            spec,
+            work_dir=work_dir.absolute(),
+            output_dir=output_dir.absolute(),
+            engine=engine,
+            env=dict(cache_env),
+        )
         build_family(
             FamilyBuild(
                 checked.spec,
@@ -211,6 +220,9 @@ def command(
                 as_json=as_json,
                 variant=variant,
                 channels=setup,
+                doctor_command=doctor_command(
+                    settings, choices, work_dir=work_dir, output_dir=output_dir, engine=engine
+                ),
             )
         )
         return

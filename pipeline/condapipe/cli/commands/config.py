@@ -10,8 +10,8 @@ import click
 from rich.table import Table
 
 from condapipe.buildspec.build_spec import BuildSpec, family_rules
-from condapipe.cli.flags import settings_from_flags, spec_options
-from condapipe.cli.output import console, json_option, print_json
+from condapipe.cli.flags import json_option, settings_from_flags, spec_options
+from condapipe.cli.output import console, print_json
 from condapipe.cli.spec_input import echo_choices, machine_spec
 
 

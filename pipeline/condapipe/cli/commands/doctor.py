@@ -17,8 +17,14 @@ from rich.table import Table
 from rich.text import Text
 
 from condapipe.buildspec.defaults import newest_upstream_cuda
-from condapipe.cli.flags import settings_from_flags, spec_options
-from condapipe.cli.output import console, err_console, json_option, print_json, work_dir_option
+from condapipe.cli.flags import (
+    json_option,
+    output_dir_option,
+    settings_from_flags,
+    spec_options,
+    work_dir_option,
+)
+from condapipe.cli.output import console, err_console, print_json
 from condapipe.cli.spec_input import machine_spec
 from condapipe.doctor import DoctorReport, Machine, find_toolkits, run_doctor
 from condapipe.doctor.run import default_target
@@ -43,14 +49,17 @@ def findings_table(report: DoctorReport, title: str) -> Table:
 @spec_options
 @click.option("--engine", type=click.Choice(ENGINE_NAMES), default="auto", show_default=True)
 @work_dir_option("Where the build would run (its free disk space is checked).")
+@output_dir_option("The channel the build would publish into (checked for being writable).")
 @json_option
-def command(package: str | None, engine: str, work_dir: Path, as_json: bool, **params: Any) -> None:
+def command(
+    package: str | None, engine: str, work_dir: Path, output_dir: Path, as_json: bool, **params: Any
+) -> None:
     """Check this machine against a build of PACKAGE: nvcc, gcc, driver, RAM, disk, cuDNN, CMake.
 
     No PACKAGE (and none in condapipe.toml): the machine is checked for the default target with
     the defaults `condapipe build` would choose.
     """
-    machine = Machine.from_environ(work_dir)
+    machine = Machine.from_environ(work_dir, output_dir=output_dir)
     settings = settings_from_flags(package, params)
     name = settings.package
     if not name:

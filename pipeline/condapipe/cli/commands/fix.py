@@ -12,7 +12,8 @@ import click
 from rich.progress import Progress as RichProgress
 from rich.table import Table
 
-from condapipe.cli.output import FolderPath, console, dry_run_option, err_console, json_option, print_json
+from condapipe.cli.flags import FolderPath, dry_run_option, json_option
+from condapipe.cli.output import console, err_console, print_json
 from condapipe.errors import BuildFailed, UsageError
 from condapipe.fix.fixer import FixOptions, FixReport, fix_package, fix_prefix
 from condapipe.fix.patchers import PATCHER_NAMES, RPATH, RUNPATH

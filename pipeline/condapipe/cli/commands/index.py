@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from condapipe.cli.output import FolderPath, console, dry_run_option, json_option, print_json
+from condapipe.cli.flags import FolderPath, dry_run_option, json_option
+from condapipe.cli.output import console, print_json
 from condapipe.publish.channel import index_channel
 
 

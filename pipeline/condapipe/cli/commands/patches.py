@@ -9,8 +9,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from condapipe.buildspec.build_spec import PLATFORMS
-from condapipe.cli.flags import single_cuda_option
-from condapipe.cli.output import console, json_option, print_json
+from condapipe.cli.flags import json_option, single_cuda_option
+from condapipe.cli.output import console, print_json
 from condapipe.errors import BuildFailed, UsageError
 from condapipe.render.patch_catalog import (
     Catalog,

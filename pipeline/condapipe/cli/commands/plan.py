@@ -14,32 +14,11 @@ from typing import Any
 import click
 
 from condapipe import __version__
-from condapipe.buildspec.settings import SPEC_FLAG_KEYS, Settings
-from condapipe.cli.flags import settings_from_flags, spec_options
-from condapipe.cli.output import console, json_option, print_json
+from condapipe.cli.flags import dependency_channels_option, json_option, settings_from_flags, spec_options
+from condapipe.cli.output import console, print_json
+from condapipe.cli.plan_text import step_groups
 from condapipe.engines import ENGINE_NAMES
 from condapipe.errors import UsageError
-
-
-def _spec_flags(settings: Settings, choices: tuple[Any, ...]) -> tuple[str, ...]:
-    """The spec as flags: config file and command line merged, plus the defaults chosen here."""
-    spec = {k: v for k, v in settings.spec_dict().items() if k in SPEC_FLAG_KEYS}
-    for choice in choices:
-        spec[choice.key] = [choice.value] if choice.key in ("cuda", "python") else choice.value
-    flags: list[str] = []
-    for key in SPEC_FLAG_KEYS:  # a fixed order: the same spec gives the same workflow
-        value = spec.get(key)
-        if value is None or value in ((), [], ""):
-            continue
-        flag = "--" + key.replace("_", "-")
-        if key == "env":
-            items = value.items() if isinstance(value, dict) else ()
-            flags += [x for name, val in sorted(items) for x in (flag, f"{name}={val}")]
-        elif isinstance(value, list | tuple):
-            flags += [x for item in value for x in (flag, str(item))]
-        else:
-            flags += [flag, str(value)]
-    return tuple(flags)
 
 
 def _print_variants(plan: Any, variants: list[Any], rows: list[dict[str, Any]]) -> None:
@@ -47,10 +26,8 @@ def _print_variants(plan: Any, variants: list[Any], rows: list[dict[str, Any]]) 
     for v in variants:
         needs = f" (needs {', '.join(v.needs)} in a channel)" if v.needs else ""
         lines.append(f"  {v.id}{needs}")
-        for row in rows:
-            if row["package"] == v.id:
-                mark = "run " if row["action"] == "run" else "skip"
-                lines.append(f"    {mark} {row['kind']}: {row['title']} — {row['why']}")
+        for action, why, _, kinds in step_groups([r for r in rows if r["package"] == v.id]):
+            lines.append(f"    {'run ' if action == 'run' else 'skip'} {', '.join(kinds)} — {why}")
     skipped = sorted({r["package"] for r in rows} - {v.id for v in variants})
     lines += [f"  not built: {label} (a channel in use has it)" for label in skipped]
     lines += [f"  note: {note}" for note in plan.notes]
@@ -59,7 +36,7 @@ def _print_variants(plan: Any, variants: list[Any], rows: list[dict[str, Any]]) 
 
 
 @click.command("plan")
-@click.argument("package")
+@click.argument("package", required=False)
 @spec_options
 @click.option(
     "--emit",
@@ -70,9 +47,7 @@ def _print_variants(plan: Any, variants: list[Any], rows: list[dict[str, Any]]) 
     "-o", "--output", type=click.Path(path_type=Path, dir_okay=False), help="File (default stdout)."
 )
 @click.option("--engine", type=click.Choice(ENGINE_NAMES), help="Passed to every job's `condapipe build`.")
-@click.option(
-    "-c", "--channel", "channels", multiple=True, help="Extra channel for dependencies (every job)."
-)
+@dependency_channels_option("Channel searched for dependencies, passed to every job (as `conda build -c`).")
 @click.option("--no-test", is_flag=True, help="Every job skips the recipe's tests.")
 @click.option(
     "--compile-cache", metavar="URL", help="Every job's --compile-cache (a store all runners reach)."
@@ -89,12 +64,14 @@ def _print_variants(plan: Any, variants: list[Any], rows: list[dict[str, Any]]) 
 )
 @click.option(
     "--upload-channel",
+    "--upload-owner",
+    "upload_channel",
     metavar="ORG",
     help="anaconda.org owner the publish job uploads to (default: the ANACONDA_CHANNEL CI variable).",
 )
 @json_option
 def command(
-    package: str,
+    package: str | None,
     emit: str | None,
     output: Path | None,
     engine: str | None,
@@ -108,9 +85,12 @@ def command(
     as_json: bool,
     **spec_params: Any,
 ) -> None:
-    """Show the variants `condapipe build PACKAGE` would make, or write them as a CI workflow."""
+    """Show the variants `condapipe build PACKAGE` would make, or write them as a CI workflow.
+
+    PACKAGE may come from the config file instead (`package = "pytorch"` in condapipe.toml).
+    """
     from condapipe.cli.output import DEFAULT_OUTPUT_DIR, DEFAULT_WORK_DIR
-    from condapipe.cli.spec_input import machine_spec
+    from condapipe.cli.spec_input import machine_spec, spec_flags
     from condapipe.plan import PlanOptions, describe, make_family_plan
     from condapipe.plan.emit import CiRequest, ci_variants
     from condapipe.plan.emit import emit as emit_text
@@ -146,7 +126,7 @@ def command(
     build_flags += ["--compile-cache", compile_cache] if compile_cache else []
     request = CiRequest(
         package=spec.package,
-        spec_flags=_spec_flags(settings, choices),
+        spec_flags=spec_flags(settings, choices),
         build_flags=tuple(build_flags),
         runs_on=runs_on,
         python=runner_python,

@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from condapipe.cli.flags import settings_from_flags, spec_options
-from condapipe.cli.output import console, dry_run_option, json_option, print_json
+from condapipe.cli.flags import dry_run_option, json_option, settings_from_flags, spec_options
+from condapipe.cli.output import console, print_json
 from condapipe.cli.spec_input import machine_spec
 from condapipe.errors import UsageError
 from condapipe.render.recipe_dir import build_model, check_target, plan_files, render_model

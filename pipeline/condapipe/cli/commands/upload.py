@@ -14,15 +14,15 @@ from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
-from condapipe.cli.output import (
-    console,
+from condapipe.cli.flags import (
     dry_run_option,
-    err_console,
     json_option,
     output_dir_option,
-    print_json,
+    settings_from_flags,
+    upload_owner_option,
     work_dir_option,
 )
+from condapipe.cli.output import console, err_console, print_json
 from condapipe.errors import BuildFailed, CondapipeError, UsageError
 from condapipe.publish.channel import channel_dir_from_target
 from condapipe.publish.tokens import RedactingFilter, Token, resolve_token
@@ -133,9 +133,7 @@ def _summary(outcomes: list[FileOutcome], title: str) -> Table:
 
 @click.command("upload")
 @click.argument("packages", nargs=-1, type=click.Path(path_type=Path, dir_okay=False))
-@click.option(
-    "--channel", "owner", metavar="ORG", help="anaconda.org owner (user or organisation) to upload to."
-)
+@upload_owner_option
 @click.option(
     "--to", "to", metavar="DIR|file://DIR", help="Local channel directory to copy into and re-index."
 )
@@ -201,15 +199,13 @@ def command(
     refused unless --force. One file's failure does not stop the others; the exit code is 1 if
     any file failed.
     """
-    from condapipe.cli.flags import settings_from_flags
-
     settings = settings_from_flags(None, {"config": config})  # the config file, read once
     if owner is None and to is None:
         configured = settings.upload.get("channel")
         owner = configured if isinstance(configured, str) and configured else None
     if (owner is None) == (to is None):
         raise UsageError(
-            "give exactly one destination: --channel ORG (anaconda.org) or --to DIR (local channel)"
+            "give exactly one destination: --channel/--owner ORG (anaconda.org) or --to DIR (local channel)"
         )
     if to is not None and (labels or site_url or token_file):
         raise UsageError("--label, --site-url and --token-file apply to --channel uploads only")

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import click
 
-from condapipe.cli.output import FolderPath, console, json_option, print_json
+from condapipe.cli.flags import FolderPath, json_option
+from condapipe.cli.output import console, print_json
 from condapipe.errors import UsageError
 
 

@@ -1,0 +1,125 @@
+"""Ctrl-C and SIGTERM during a real build (issue 24, item 3).
+
+A user who stops a build sees one line, "interrupted — rerun the same command to resume", and
+exit status 130: no traceback, none of the engine's "Script failed to execute". The build script
+stops at once (not after it finished on its own), nothing half-written is left in the channel or
+the work dir, and rerunning the same command finishes the build.
+
+Each case runs the real CLI in a child process building a real recipe with rattler-build whose
+script sleeps; the signal arrives once the script is running.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+CLI = [sys.executable, "-c", "from condapipe.cli.main import main; main()"]
+MESSAGE = "interrupted — rerun the same command to resume"
+
+
+def _recipe(root: Path, pid_file: Path, seconds_file: Path) -> Path:
+    """A recipe whose build script records its PID, then sleeps as long as `seconds_file` says
+    (the signal lands in the sleep; the rerun sleeps 0)."""
+    recipe = root / "sleepy"
+    recipe.mkdir()
+    (recipe / "recipe.yaml").write_text(
+        "package:\n  name: sleepy\n  version: '1.0'\n"
+        "build:\n  number: 0\n  script:\n"
+        f"    - echo $$ > {pid_file}\n"
+        f"    - sleep $(cat {seconds_file})\n"
+        "    - mkdir -p $PREFIX/share && echo hi > $PREFIX/share/sleepy.txt\n",
+        encoding="utf-8",
+    )
+    return recipe
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _argv(recipe: Path) -> list[str]:
+    return [*CLI, "build", str(recipe), "--engine", "rattler-build", "--no-test"]
+
+
+def _build(project: Path, recipe: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        _argv(recipe),
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a shell gives a foreground job
+    )
+
+
+def _leftovers(project: Path) -> list[str]:
+    """Temporary files a half-finished write would leave (state, report, channel)."""
+    found = [*project.glob("channel/**/.*.condapipe-tmp*"), *project.glob("channel/**/*.tmp")]
+    found += [*project.glob(".condapipe/.*.tmp"), *project.glob(".condapipe/*.tmp")]
+    return sorted(str(p.relative_to(project)) for p in found)
+
+
+@pytest.mark.parametrize(
+    ("signame", "to_group"),
+    [("SIGINT", False), ("SIGTERM", False), ("SIGINT", True)],
+    ids=["sigint-to-condapipe", "sigterm-to-condapipe", "ctrl-c-to-the-terminal-group"],
+)
+def test_a_signal_mid_build_stops_it_in_one_line_and_a_rerun_finishes(
+    tmp_path: Path, signame: str, to_group: bool
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    pid_file = tmp_path / "script.pid"
+    seconds = tmp_path / "sleep-seconds"
+    seconds.write_text("120")
+    recipe = _recipe(tmp_path, pid_file, seconds)
+    proc = _build(project, recipe)
+    deadline = time.monotonic() + 120
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the build script never started"
+        time.sleep(0.2)
+    script_pid = int(pid_file.read_text())
+    sig = getattr(signal, signame)
+    sent = time.monotonic()
+    if to_group:
+        os.killpg(proc.pid, sig)
+    else:
+        proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    took = time.monotonic() - sent
+
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == MESSAGE
+    after = err.split("+ sleep", 1)[-1]  # what came once the script was sleeping
+    for noise in ("Traceback", "KeyboardInterrupt", "Script failed", "failed build", "error:"):
+        assert noise not in after, err
+    assert "report:" not in out  # no summary of a build the user stopped
+    assert took < 20, f"the build took {took:.0f}s to stop"
+    assert not _alive(script_pid), "the build script kept running"
+    assert not list(project.glob("channel/**/*.conda"))
+    assert _leftovers(project) == []
+
+    seconds.write_text("0")
+    rerun = subprocess.run(
+        _argv(recipe),
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert rerun.returncode == 0, rerun.stderr
+    assert [p.name for p in project.glob("channel/*/sleepy-1.0-*.conda")]
