@@ -104,7 +104,8 @@ def _explicit_compile_cache(settings: Settings) -> tuple[tuple[str, str], ...]:
 @output_dir_option("Local channel the packages go into (also the first channel searched).")
 @work_dir_option("Rendered recipes, engine scratch space and build logs.")
 @dependency_channels_option(
-    "Channel for dependencies (name, URL or directory), as `conda build -c`; repeatable. Replaces the "
+    "Channel searched for build dependencies (name, URL or directory), as `conda build -c`; repeatable. "
+    "Replaces the "
     "default (conda-forge; config key channels); the output dir and the tool channel are always "
     "searched. Not an upload destination: that is `condapipe upload --channel/--owner ORG`."
 )
