@@ -63,6 +63,7 @@ from condapipe.publish.channel import IndexResult, channel_dir_from_target, find
 from condapipe.publish.tokens import Token, redact
 from condapipe.publish.upload_order import upload_order
 from condapipe.publish.upload_result import FileOutcome, Status
+from condapipe.value_rules import parse_url
 
 log = logging.getLogger("condapipe.publish.upload")
 T = TypeVar("T")
@@ -188,6 +189,7 @@ def resolve_site_url(flag: str | None, configured_upload: Mapping[str, Any]) -> 
     if configured is not None and not isinstance(configured, str):
         raise UsageError("upload.site_url in the config file must be a string")
     url = flag or configured or anaconda_client_site_url() or DEFAULT_SITE_URL
+    parse_url(url.strip(), "the upload site URL")  # a bad host or port is one line, not a crash later
     try:
         return normalize_site_url(url)
     except ValueError:

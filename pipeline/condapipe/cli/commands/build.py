@@ -30,6 +30,7 @@ from condapipe.engines import (
 )
 from condapipe.engines.base import PACKAGE_FORMATS
 from condapipe.errors import UsageError
+from condapipe.value_rules import check_channel
 
 # Spec flags that mean something for a recipe directory; the rest describe a family build.
 _DIR_FLAGS = ("python", "platform", "env")
@@ -143,6 +144,8 @@ def command(
                 f"--compression-level {compression_level}: {kind} levels for --package-format "
                 f"{package_format} are {low}-{high}"
             )
+    for chan in channels:
+        check_channel(chan, "-c/--channel")
     recipe_dir = _recipe_dir_target(target)
     settings = settings_from_flags(target, spec_params, compile_cache=compile_cache)  # once per command
     cache_env = _explicit_compile_cache(settings)

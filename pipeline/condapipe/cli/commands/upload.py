@@ -37,6 +37,7 @@ from condapipe.publish.upload import (
 )
 from condapipe.publish.upload_result import FileOutcome
 from condapipe.safe_paths import destination as checked_folder
+from condapipe.value_rules import check_label, check_owner, parse_url, refuse_url_credentials
 
 _LOGGERS = ("condapipe", "binstar", "urllib3", "requests")
 
@@ -131,6 +132,20 @@ def _summary(outcomes: list[FileOutcome], title: str) -> Table:
     return table
 
 
+def _check_names(owner: str | None, labels: tuple[str, ...], site_url: str | None) -> None:
+    """Owner, labels and site are checked before anything is read: they go into API paths."""
+    if owner is not None:
+        check_owner(owner, "--channel")
+    for label in labels:
+        check_label(label)
+    if site_url is None:
+        return
+    parts = parse_url(site_url.strip(), "--site-url")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError("--site-url: expected an http:// or https:// URL with a host")
+    refuse_url_credentials(parts, "--site-url", "give the token in $ANACONDA_API_TOKEN or --token-file")
+
+
 @click.command("upload")
 @click.argument("packages", nargs=-1, type=click.Path(path_type=Path, dir_okay=False))
 @click.option(
@@ -215,10 +230,7 @@ def command(
         raise UsageError("--label, --site-url and --token-file apply to --channel uploads only")
     if retry_delay != retry_delay:  # NaN passes click's range check
         raise UsageError("--retry-delay must be a number of seconds, not nan")
-    if site_url is not None and (
-        not site_url.strip() or ("://" in site_url and not site_url.startswith(("http://", "https://")))
-    ):
-        raise UsageError(f"--site-url {site_url!r}: expected an http:// or https:// URL")
+    _check_names(owner, labels, site_url)
     if to is not None:
         channel_dir_from_target(to)  # '' and / are refused before anything is read
     checked_folder(output_dir, "--output-dir")
