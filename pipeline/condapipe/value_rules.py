@@ -41,6 +41,14 @@ def _shown(value: str) -> str:
     return repr(text)
 
 
+def is_owner_name(value: str) -> bool:
+    return _matches("owner", value)
+
+
+def is_label_name(value: str) -> bool:
+    return _matches("label", value)
+
+
 def check_owner(value: str, what: str = "--channel") -> str:
     """An anaconda.org owner (user or organisation): letters, digits, `_`, `.`, `-` (CEP 26)."""
     if not _matches("owner", value):
