@@ -149,8 +149,6 @@ def command(
     recipe_dir = _recipe_dir_target(target)
     settings = settings_from_flags(target, spec_params, compile_cache=compile_cache)  # once per command
     cache_env = _explicit_compile_cache(settings)
-    if build_tools == "wheels":
-        channels = (*channels, _tool_channel(work_dir, dry_run))
     from condapipe.plan import PlanOptions
 
     def plan_options(env: dict[str, str]) -> PlanOptions:
@@ -177,6 +175,8 @@ def command(
             from condapipe.plan.build_plan import family_jobs, select_variant
 
             select_variant(family_jobs(spec), variant)
+        if build_tools == "wheels":  # only once the package and variant are known to be valid
+            channels = (*channels, _tool_channel(work_dir, dry_run))
         checked = preflight(spec, work_dir=work_dir.absolute(), engine=engine, env=dict(cache_env))
         build_family(
             FamilyBuild(
@@ -197,6 +197,9 @@ def command(
         flags = ", ".join("--" + k.replace("_", "-") for k in extra)
         raise UsageError(f"{flags} only apply to package families, not to the recipe directory {target}")
     from condapipe.cli.recipe_build import RecipeBuild, build_recipe_dir
+
+    if build_tools == "wheels":
+        channels = (*channels, _tool_channel(work_dir, dry_run))
 
     # A family's --env goes into its recipe; a recipe directory gets it as build environment.
     env = {**dict(cache_env), **flag_settings(spec_params).get("env", {})}
