@@ -10,7 +10,7 @@ validated later by condapipe.buildspec.build_spec, so a mistake is a one-line Us
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -108,6 +108,16 @@ class Settings:
         `flags` added; the config file is not read again."""
         merged = {**self._flags, **flags}
         return resolve_settings(package, merged, config=self._config, environ=self._environ)
+
+    def with_source(self, source: str) -> Settings:
+        """The same settings with `source` as the source (a folder an archive was unpacked into);
+        it counts as given on the command line, so for_package keeps it too."""
+        return replace(
+            self,
+            spec=_frozen({**self.spec_dict(), "source": source}),
+            from_flags=self.from_flags | {"source"},
+            _flags=MappingProxyType({**self._flags, "source": source}),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

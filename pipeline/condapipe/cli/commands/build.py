@@ -168,6 +168,7 @@ def command(
 
     if recipe_dir is None:  # a package family: doctor, then the resumable plan (condapipe.cli.family_build)
         from condapipe.cli.family_build import FamilyBuild, build_family, preflight
+        from condapipe.cli.source_input import archive_source, unpacked_source
         from condapipe.cli.spec_input import machine_spec
 
         spec, _ = machine_spec(settings, work_dir=work_dir)
@@ -175,6 +176,9 @@ def command(
             from condapipe.plan.build_plan import family_jobs, select_variant
 
             select_variant(family_jobs(spec), variant)
+        if not dry_run and archive_source(settings) is not None:  # the engine gets a safely unpacked folder
+            settings = unpacked_source(settings, work_dir)
+            spec, _ = machine_spec(settings, work_dir=work_dir, quiet=True)
         if build_tools == "wheels":  # only once the package and variant are known to be valid
             channels = (*channels, _tool_channel(work_dir, dry_run))
         checked = preflight(spec, work_dir=work_dir.absolute(), engine=engine, env=dict(cache_env))
