@@ -737,6 +737,8 @@ def upload_to_anaconda(
     retry = retry or RetryPolicy()
     blocked = blocked or {}
     check_owner(owner, "--channel")
+    if state_dir is not None and not dry_run:
+        check_state_dir(state_dir)  # before any request: a link there is refused, whatever the server says
     if dry_run:  # an offline preview: no request, no token (the real run compares with the server)
         return preview_anaconda(packages, owner, site_url=site_url, labels=labels, blocked=blocked)
     if token is None and not dry_run:
@@ -744,8 +746,6 @@ def upload_to_anaconda(
             "no anaconda.org token",
             "set ANACONDA_API_TOKEN, pass --token-file FILE (mode 600), or run `anaconda login`",
         )
-    if state_dir is not None:
-        check_state_dir(state_dir)
     site = AnacondaSite(site_url, token, timeout=timeout if timeout is not None else timeout_from_env())
     _start(site, token, owner, retry, sleep)
     with contextlib.ExitStack() as stack:

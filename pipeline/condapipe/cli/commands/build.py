@@ -29,7 +29,7 @@ from condapipe.engines import (
     recipe_formats,
 )
 from condapipe.engines.base import PACKAGE_FORMATS
-from condapipe.errors import UsageError
+from condapipe.errors import EnvironmentProblem, UsageError
 from condapipe.value_rules import check_channel
 
 # Spec flags that mean something for a recipe directory; the rest describe a family build.
@@ -59,7 +59,13 @@ def _tool_channel(work_dir: Path, dry_run: bool) -> str:
 
     channel = (work_dir / "tool-channel").absolute()
     if not dry_run:
-        made = make_tool_channel(channel, default_sources(TOOLS))
+        try:
+            made = make_tool_channel(channel, default_sources(TOOLS))
+        except OSError as exc:  # one line with the path and the fix, not Python's errno text
+            raise EnvironmentProblem(
+                f"cannot write the build-tool channel {channel}: {exc.strerror or exc}",
+                "choose a --work-dir you can write to",
+            ) from None
         err_console.print(f"build tools from wheels: {', '.join(p.name for p in made)} in {channel}")
     return str(channel)
 
