@@ -23,7 +23,7 @@ from condapipe.cli.output import (
     print_json,
     work_dir_option,
 )
-from condapipe.errors import BuildFailed, CondapipeError, UsageError
+from condapipe.errors import BuildFailed, CondapipeError, EnvironmentProblem, UsageError
 from condapipe.publish.channel import channel_dir_from_target
 from condapipe.publish.tokens import RedactingFilter, Token, resolve_token
 from condapipe.publish.upload import (
@@ -66,10 +66,16 @@ def _logging(work_dir: Path, debug: bool, token: Token | None, dry_run: bool) ->
     handlers: list[logging.Handler] = []
     log_path: Path | None = None
     if not dry_run:
-        (work_dir / "logs").mkdir(parents=True, exist_ok=True)
         stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.time_ns() % 1_000_000:06d}"
         log_path = work_dir / "logs" / f"upload-{stamp}.log"  # unique: runs may start in one second
-        handlers.append(logging.FileHandler(log_path, encoding="utf-8"))
+        try:
+            (work_dir / "logs").mkdir(parents=True, exist_ok=True)
+            handlers.append(logging.FileHandler(log_path, encoding="utf-8"))
+        except OSError as exc:  # one line with the path and the fix, not Python's errno text
+            raise EnvironmentProblem(
+                f"cannot write the upload log under {work_dir / 'logs'}: {exc.strerror or exc}",
+                "choose a --work-dir you can write to",
+            ) from None
     if debug:
         handlers.append(logging.StreamHandler())
     scrub = RedactingFilter([token])
