@@ -160,3 +160,18 @@ def check_env_entry(name: str, value: str, where: str) -> None:
                 f"{where}: {name} holds a URL with a password; put the password in its own "
                 "environment variable (e.g. SCCACHE_REDIS_PASSWORD) and leave it out of the URL"
             )
+
+
+def without_credentials(value: str | None) -> str | None:
+    """`value` for printing: a URL's user name and password replaced by `***` (an environment
+    setting may rightly hold one; `config show` must still not print it)."""
+    if not value or "@" not in value or "://" not in value:
+        return value
+    try:
+        parts = urlsplit(value)
+        if parts.username is None and parts.password is None:
+            return value
+        host = parts.netloc.rsplit("@", 1)[1]
+    except ValueError:
+        return "<a URL that does not parse>"
+    return parts._replace(netloc=f"***@{host}").geturl()

@@ -98,6 +98,10 @@ def test_a_secret_in_the_config_file_is_refused_by_every_command_and_never_print
         (["upload", "--channel", "o", "--site-url", f"http://user:{CANARY}@host", "x.conda"], "--token-file"),
         (["upload", "--channel", "o", "--site-url", f"http://{CANARY}@host", "x.conda"], "--token-file"),
         (["doctor", *MAGMA, "--env", f"AWS_SESSION_TOKEN={CANARY}"], "export AWS_SESSION_TOKEN"),
+        (
+            ["plan", *MAGMA, "--emit", "json", "--install", f"condapipe @ https://u:{CANARY}@h/x.whl"],
+            ".netrc",
+        ),
     ],
 )
 def test_a_secret_on_the_command_line_is_refused_with_the_way_to_pass_it(
@@ -114,7 +118,11 @@ def test_a_secret_on_the_command_line_is_refused_with_the_way_to_pass_it(
 
 def test_a_secret_in_the_environment_reaches_no_recipe_workflow_or_report(tmp_path: Path) -> None:
     """The right way: sccache's password in the environment; build.sh names it, never holds it."""
-    env = {"SCCACHE_REDIS_PASSWORD": CANARY, "ANACONDA_API_TOKEN": CANARY}
+    env = {
+        "SCCACHE_REDIS_PASSWORD": CANARY,
+        "ANACONDA_API_TOKEN": CANARY,
+        "CONDAPIPE_COMPILE_CACHE": f"redis://u:{CANARY}@h:1",  # shown by config show, without the password
+    }
     code, out, err = _run(tmp_path, ["render", *MAGMA, "-o", "out"], env)
     assert code == 0, err
     build_sh = (tmp_path / "out").rglob("build.sh")

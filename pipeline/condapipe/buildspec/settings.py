@@ -20,7 +20,7 @@ from condapipe.buildspec.compile_cache import COMPILE_CACHE_ENV
 from condapipe.buildspec.config_file import load_config, spec_settings
 from condapipe.buildspec.defaults import Choice, FoundToolkit, fill_defaults
 from condapipe.errors import UsageError
-from condapipe.value_rules import check_env_entry, parse_url, refuse_url_credentials
+from condapipe.value_rules import check_env_entry, parse_url, refuse_url_credentials, without_credentials
 
 # The spec keys a command line can set (flag name with dashes -> this key).
 SPEC_FLAG_KEYS = (
@@ -127,7 +127,7 @@ class Settings:
             "from_flags": sorted(self.from_flags),
             "upload": _thawed(self.upload),
             "compile_cache": self.compile_cache,
-            "user_compile_cache": self.user_compile_cache,
+            "user_compile_cache": without_credentials(self.user_compile_cache),
         }
 
     # what the cascade started from, kept so for_package re-resolves without reading the file again

@@ -19,7 +19,7 @@ from condapipe.cli.output import console, json_option, print_json
 from condapipe.engines import ENGINE_NAMES
 from condapipe.errors import UsageError
 from condapipe.safe_paths import output_file
-from condapipe.value_rules import check_channel, check_owner
+from condapipe.value_rules import check_channel, check_owner, parse_url, refuse_url_credentials
 
 
 def _spec_flags(settings: Settings, choices: tuple[Any, ...]) -> tuple[str, ...]:
@@ -67,6 +67,11 @@ def _check_ci_values(channels: tuple[str, ...], upload_channel: str | None, inst
         check_owner(upload_channel, "--upload-channel")
     if not install.strip() or install.lstrip().startswith("-"):
         raise UsageError("--install: expected a pip requirement (condapipe==X.Y or a URL), not an option")
+    for word in install.split():
+        if "://" in word:  # `condapipe @ https://…`: no credentials in a workflow
+            refuse_url_credentials(
+                parse_url(word, "--install"), "--install", "let pip read them from ~/.netrc"
+            )
 
 
 @click.command("plan")
