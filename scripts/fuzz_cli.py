@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""The full CLI fuzz campaign (issue 14): ≥ 3,000 generated invocations of every subcommand.
+"""The full CLI fuzz campaign (issues 14 and 25): ≥ 5,000 generated invocations of every subcommand.
 
 Prints the invocations, the exit-code histogram and the count in each failure class (all must be
 0), plus the first failures. The same seed gives the same invocations. The fast slice of the same
-generator runs in CI (tests/cli/test_fuzz_cli.py).
+generator runs in CI (tests/cli/test_fuzz_cli.py). Issue 25 added generated workflows (every emitted
+run line is run under bash with hostile values), canary secrets, output paths, --force journals, the
+build-tool channel and source archives (tests/fuzz/round3.py) and the `secret` and `injection` classes.
 
-    python3 scripts/fuzz_cli.py [--count 3000] [--seed 14] [--workers 0] [--timeout 30] [--keep DIR]
+    python3 scripts/fuzz_cli.py [--count 5000] [--seed 25] [--workers 0] [--timeout 30] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from fuzz.campaign import generate, run, summary
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--count", type=int, default=3000)
-    parser.add_argument("--seed", type=int, default=14)
+    parser.add_argument("--count", type=int, default=5000)
+    parser.add_argument("--seed", type=int, default=25)
     parser.add_argument("--workers", type=int, default=0, help="parallel invocations (0: all cores)")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds before an invocation is a hang")
     parser.add_argument("--keep", type=Path, help="sandbox root to keep (default: a temp dir, removed)")

@@ -81,3 +81,42 @@ def read_regular_bytes(path: Path, *, max_bytes: int = 64 << 20) -> bytes:
     if len(data) > max_bytes:
         raise UsageError(f"{path}: larger than {max_bytes >> 20} MiB")
     return data
+
+
+# Files condapipe never replaces with generated output, --force or not: the user's own config.
+PROTECTED_NAMES = frozenset({"condapipe.toml", "pyproject.toml"})
+
+
+def output_file(value: str | os.PathLike[str] | None, what: str, *, force: bool) -> Path:
+    """`value` as a file condapipe may write (temp name, then rename), checked before any work.
+
+    The rule: an empty path is a usage error; a directory, device, FIFO or socket is never
+    replaced; an existing regular file only with --force; a config file (condapipe.toml,
+    pyproject.toml) never; the folder it goes into must exist."""
+    text = os.fspath(value) if value is not None else ""
+    if not text.strip():
+        raise UsageError(f"{what}: an empty path is not a file name")
+    if "\0" in text:
+        raise UsageError(f"{what}: the path contains a NUL byte")
+    path = Path(text)
+    if path.name in PROTECTED_NAMES:
+        raise UsageError(f"{what} {path}: refusing to write over a config file; name another file")
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise UsageError(
+            f"{what} {path}: cannot use this path ({exc.strerror}); name a file in a folder"
+        ) from None
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            raise UsageError(f"{what} {path}: is a directory; name a file")
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"{what} {path}: not a regular file (a device, FIFO or socket); name a file")
+        if not force:
+            raise UsageError(f"{what} {path}: already exists; add --force to replace it")
+    parent = path.parent
+    if not parent.is_dir():
+        raise UsageError(f"{what} {path}: the folder {parent} does not exist")
+    return path

@@ -218,6 +218,8 @@ def test_s3_bucket_and_prefix_come_from_the_url() -> None:
         ("redis://:hunter2@cache:6379", "credentials do not belong on the command line"),
         ("memcached://cache:11211", "unsupported store memcached://"),
         ("redis://", "set SCCACHE_REDIS_ENDPOINT"),
+        ("redis://[::1", "not a valid URL"),
+        ("redis://cache:99999", "not a valid URL"),
         ("", "needs a directory or a URL"),
     ],
 )

@@ -32,21 +32,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fuzz import archives
+from fuzz import archives, round3
+from fuzz.case import CANARY, Case
 
-CLASSES = ("traceback", "hang", "signal", "exit-code", "outside-write", "input-changed", "leftover", "json")
+CLASSES = (
+    "traceback",
+    "hang",
+    "signal",
+    "exit-code",
+    "outside-write",
+    "input-changed",
+    "leftover",
+    "json",
+    "secret",
+    "injection",
+)
 LEFTOVER_MARKS = (".tmp", ".old-", ".condapipe-fix-", ".condapipe-verify-", ".part")
 LIMIT_ENV = {"CONDAPIPE_MAX_UNPACK_BYTES": str(32 << 20), "CONDAPIPE_MAX_UNPACK_FILES": "2000"}
-
-
-@dataclass
-class Case:
-    """One invocation: argv, and how to prepare its sandbox (files into work/)."""
-
-    argv: list[str]
-    setup: Callable[[Path, Path], None] = lambda work, fixtures: None
-    inputs: tuple[str, ...] = ()  # files in work/ that must not change when the command fails
-    label: str = ""
 
 
 @dataclass
@@ -362,6 +364,7 @@ GENERATORS: tuple[tuple[Callable[[random.Random], Case], int], ...] = (
     (path_case, 8),
     (destination_case, 10),
     (patches_case, 5),
+    *round3.GENERATORS,  # issue 25: workflows, secrets, output paths, journals, tool channel, sources
 )
 
 
@@ -385,6 +388,7 @@ def build_fixtures(fixtures: Path, escape: Path) -> None:
             out = fixtures / f"{kind}{fmt}"
             if not out.exists():
                 archives.build(kind, fmt, out, escape)
+    round3.build_sources(fixtures)
 
 
 def _tree_digest(path: Path) -> str:
@@ -507,6 +511,7 @@ def _check(
     if left and not timed_out:
         res.classes.append("leftover")
         res.detail = ", ".join(left[:3])
+    _check_round3(root, box, case, code, before, res, out, err)
     if "--json" in case.argv and code in (1, 2, 3) and not timed_out:
         try:
             json.loads(out)
@@ -514,6 +519,37 @@ def _check(
             res.classes.append("json")
             res.detail = f"stdout: {out[:120]!r}"
     return res
+
+
+def _check_round3(
+    root: Path, box: Path, case: Case, code: int | None, before: dict, res: Result, out: str, err: str
+) -> None:
+    """Issue 25's classes: nothing executed (`injection`), no secret printed or written (`secret`),
+    protected files unchanged and forbidden paths absent (`input-changed`)."""
+    work = box / "work"
+    if case.workflow is not None and code == 0:
+        text = out if case.workflow == "-" else (work / case.workflow).read_text(errors="replace")
+        problem = round3.run_workflow_lines(text, work / ".runner", round3.stand_ins(root))
+        if problem:
+            res.classes.append("hang" if "hung" in problem else "injection")
+            res.detail = problem
+    found = round3.pwned(box)
+    if found:
+        res.classes.append("injection")
+        res.detail = f"executed: {found}"
+    if case.canary:
+        leaks = (["output"] if CANARY in out + err else []) + round3.canary_files(work, case.canary_sources)
+        if leaks:
+            res.classes.append("secret")
+            res.detail = f"the canary secret is in {leaks}"
+    for rel in case.protected:
+        if _file_digest(work / rel) != before["protected"].get(rel):
+            res.classes.append("input-changed")
+            res.detail = f"{rel} changed"
+    for rel in case.absent:
+        if os.path.lexists(work / rel):
+            res.classes.append("input-changed")
+            res.detail = f"{rel} was made"
 
 
 def run(
@@ -527,7 +563,18 @@ def run(
     """Run every case in its sandbox under ROOT, `workers` at a time; returns the checked results."""
     import condapipe.cli.main  # noqa: F401 - imported once, before forking
 
-    for module in ("render", "build", "index", "upload", "patches", "config", "fix", "verify", "doctor"):
+    for module in (
+        "render",
+        "build",
+        "index",
+        "upload",
+        "patches",
+        "config",
+        "fix",
+        "verify",
+        "doctor",
+        "plan",
+    ):
         __import__(f"condapipe.cli.commands.{module}")
     root.mkdir(parents=True, exist_ok=True)
     fixtures, escape = root / "fixtures", root / "escape"
@@ -546,6 +593,7 @@ def run(
             before = {
                 "outside": _tree_digest(box / "outside"),
                 "inputs": {rel: _file_digest(box / "work" / rel) for rel in case.inputs},
+                "protected": {rel: _file_digest(box / "work" / rel) for rel in case.protected},
             }
             pid = os.fork()
             if pid == 0:

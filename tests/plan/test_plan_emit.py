@@ -56,6 +56,12 @@ def emit(tmp_path: Path, fmt: str, *args: str, env: dict[str, str] | None = None
     return out
 
 
+def _argv(step: dict) -> list[str]:
+    """A run line's words with its "$NAME" values taken from the step's env (as bash would)."""
+    env = step.get("env", {})
+    return [env[w[1:]] if w.startswith("$") and w[1:] in env else w for w in shlex.split(step["run"])]
+
+
 def test_plan_lists_each_variant_id_with_what_it_needs_and_its_steps(tmp_path: Path) -> None:
     code, out, err = cli(tmp_path, "plan", *PYTORCH)
     assert code == 0, err
@@ -82,7 +88,7 @@ def test_the_workflow_runs_magma_first_hands_it_on_and_publishes_last(tmp_path: 
         assert job["needs"] == [keys[magma]]
         fetch = [s for s in job["steps"] if s.get("uses", "").startswith("actions/download-artifact@")]
         assert [s["with"] for s in fetch] == [{"name": f"packages-{magma}", "path": f"prerequisites/{magma}"}]
-        (build,) = [shlex.split(s["run"]) for s in job["steps"] if s.get("name", "").startswith("Build ")]
+        (build,) = [_argv(s) for s in job["steps"] if s.get("name", "").startswith("Build ")]
         assert build[:3] == ["condapipe", "build", "pytorch"]
         assert build[build.index("--variant") + 1] == label
         assert build[-2:] == ["--channel", f"prerequisites/{magma}"]
@@ -96,10 +102,13 @@ def test_the_workflow_runs_magma_first_hands_it_on_and_publishes_last(tmp_path: 
     assert runs[1:] == [
         "condapipe index --force channel",
         "shopt -s nullglob\ncondapipe verify channel/*/*.conda channel/*/*.tar.bz2\n",
-        "condapipe upload --channel my-org --output-dir channel --no-verify",
+        'condapipe upload --channel "$ANACONDA_CHANNEL" --output-dir channel --no-verify',
     ]
     (upload,) = [s for s in publish["steps"] if s.get("name") == "Upload"]
-    assert upload["env"] == {"ANACONDA_API_TOKEN": "${{ secrets.ANACONDA_API_TOKEN }}"}
+    assert upload["env"] == {
+        "ANACONDA_API_TOKEN": "${{ secrets.ANACONDA_API_TOKEN }}",
+        "ANACONDA_CHANNEL": "my-org",
+    }
 
 
 def test_the_workflow_is_deterministic_and_never_holds_the_token(tmp_path: Path) -> None:

@@ -72,6 +72,33 @@ def test_a_ninja_wheel_becomes_an_installable_conda_package(tmp_path: Path) -> N
     assert installed.returncode == 0 and installed.stdout == system.stdout
 
 
+@needs_ninja
+def test_a_package_already_at_the_tool_path_is_used_only_if_its_content_hash_matches(tmp_path: Path) -> None:
+    """The tool package is the same bytes every time; what else sits at its name is replaced."""
+    tool = from_wheel(_ninja_wheel(tmp_path), "ninja")
+    (pkg,) = make_tool_channel(tmp_path / "tools", [tool])
+    good = pkg.read_bytes()
+    inode = pkg.stat().st_ino
+    assert make_tool_channel(tmp_path / "tools", [tool]) == [pkg]
+    assert pkg.stat().st_ino == inode  # identical: kept, not rewritten
+    pkg.write_bytes(good[:-10] + b"x" * 10)  # a hostile package under the same name
+    make_tool_channel(tmp_path / "tools", [tool])
+    assert pkg.read_bytes() == good
+    assert install(tmp_path / "tools", ["ninja"], tmp_path / "prefix", tmp_path / "cache") == ["ninja"]
+    pkg.unlink()
+    pkg.symlink_to(tmp_path / "elsewhere.conda")
+    with pytest.raises(UsageError, match="not a regular file"):
+        make_tool_channel(tmp_path / "tools", [tool])
+
+
+def test_an_unknown_package_is_refused_before_the_tool_channel_is_made(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main, ["build", "no-such-family", "--build-tools", "wheels", "--work-dir", str(tmp_path / "w")]
+    )
+    assert result.exit_code == 2, result.output
+    assert not (tmp_path / "w" / "tool-channel").exists()
+
+
 def test_the_cmake_data_tree_wins_over_its_python_console_script(tmp_path: Path) -> None:
     elf = Path("/usr/bin/true").read_bytes()
     wheel = _wheel(

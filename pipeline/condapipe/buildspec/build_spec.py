@@ -396,10 +396,17 @@ def _version(
     return given or rules.version, None
 
 
+MAX_VERSION_LENGTH = 64  # a conda file name is at most 211 characters (CEP 26); real versions are short
+
+
 def _check_version_text(text: str) -> None:
+    if len(text) > MAX_VERSION_LENGTH:
+        raise UsageError(
+            f"invalid version ({len(text)} characters, at most {MAX_VERSION_LENGTH}); write it like 1.2.3"
+        )
     try:
         Version(text)
-    except InvalidVersion:
+    except (InvalidVersion, ValueError):  # ValueError: a number part too long for int()
         raise UsageError(f"invalid version {text!r}; write it like 1.2.3") from None
 
 

@@ -16,11 +16,11 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from ruamel.yaml import YAML
 
 from condapipe.errors import UsageError
+from condapipe.value_rules import parse_url
 
 COMPILE_CACHE_ENV = "CONDAPIPE_COMPILE_CACHE"
 SCCACHE_MODE = "sccache"
@@ -71,7 +71,7 @@ def resolve_compile_cache(
     if rules is None:
         known = ", ".join(f"{s}://" for s in remote_schemes())
         raise UsageError(f"--compile-cache: unsupported store {scheme}:// (use a directory or {known})")
-    parts = urlsplit(text)
+    parts = parse_url(text, "--compile-cache")  # `redis://[::1`, a bad port: one line, not a ValueError
     if parts.password is not None or parts.username is not None:
         raise UsageError(
             "--compile-cache: credentials do not belong on the command line or in the config file; "

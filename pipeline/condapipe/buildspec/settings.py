@@ -10,7 +10,7 @@ validated later by condapipe.buildspec.build_spec, so a mistake is a one-line Us
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -20,6 +20,7 @@ from condapipe.buildspec.compile_cache import COMPILE_CACHE_ENV
 from condapipe.buildspec.config_file import load_config, spec_settings
 from condapipe.buildspec.defaults import Choice, FoundToolkit, fill_defaults
 from condapipe.errors import UsageError
+from condapipe.value_rules import check_env_entry, parse_url, refuse_url_credentials, without_credentials
 
 # The spec keys a command line can set (flag name with dashes -> this key).
 SPEC_FLAG_KEYS = (
@@ -109,6 +110,16 @@ class Settings:
         merged = {**self._flags, **flags}
         return resolve_settings(package, merged, config=self._config, environ=self._environ)
 
+    def with_source(self, source: str) -> Settings:
+        """The same settings with `source` as the source (a folder an archive was unpacked into);
+        it counts as given on the command line, so for_package keeps it too."""
+        return replace(
+            self,
+            spec=_frozen({**self.spec_dict(), "source": source}),
+            from_flags=self.from_flags | {"source"},
+            _flags=MappingProxyType({**self._flags, "source": source}),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "package": self.package,
@@ -117,7 +128,7 @@ class Settings:
             "from_flags": sorted(self.from_flags),
             "upload": _thawed(self.upload),
             "compile_cache": self.compile_cache,
-            "user_compile_cache": self.user_compile_cache,
+            "user_compile_cache": without_credentials(self.user_compile_cache),
             "channels": list(self.channels),
         }
 
@@ -142,6 +153,7 @@ def resolve_settings(
     name = package or (str(config["package"]) if config.get("package") else None)
     spec = spec_settings(dict(config), name) if name else {}
     given = flag_settings(flags)
+    _refuse_secrets(config, spec, given, flags.get("compile_cache"))
     if "env" in given:
         given["env"] = {**spec.get("env", {}), **given["env"]}
     spec.update(given)
@@ -162,6 +174,41 @@ def resolve_settings(
         _config=MappingProxyType(dict(config)),
         _environ=MappingProxyType({k: environ[k] for k in (COMPILE_CACHE_ENV,) if k in environ}),
     )
+
+
+def _refuse_secrets(
+    config: Mapping[str, Any], spec: Mapping[str, Any], given: Mapping[str, Any], cache_flag: Any
+) -> None:
+    """Secrets come from the environment or files only: none in [env], --env, or a cache/site URL."""
+    where = f"[env] in {config.get('_path') or 'the config file'}"
+    packages = config.get("packages")
+    per_package = (
+        [p.get("env") for p in packages.values() if isinstance(p, Mapping)]
+        if isinstance(packages, Mapping)
+        else []
+    )
+    sources = [(where, spec.get("env")), (where, config.get("env")), *((where, e) for e in per_package)]
+    for origin, values in (*sources, ("--env", given.get("env"))):
+        if isinstance(values, Mapping):
+            for name, value in values.items():
+                check_env_entry(str(name), str(value), origin)
+    fixes = {
+        "compile_cache": "set SCCACHE_REDIS_PASSWORD (Redis) or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (S3)",
+        "site_url": "give the token in $ANACONDA_API_TOKEN or --token-file",
+    }
+    upload = config.get("upload")
+    urls = [
+        ("--compile-cache", cache_flag, fixes["compile_cache"]),
+        ("compile_cache in the config file", spec.get("compile_cache"), fixes["compile_cache"]),
+        (
+            "upload.site_url in the config file",
+            upload.get("site_url") if isinstance(upload, Mapping) else None,
+            fixes["site_url"],
+        ),
+    ]
+    for what, value, fix in urls:
+        if isinstance(value, str) and "://" in value:
+            refuse_url_credentials(parse_url(value, what), what, fix)
 
 
 def spec_from_settings(settings: Settings) -> BuildSpec:

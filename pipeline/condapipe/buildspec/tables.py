@@ -263,7 +263,8 @@ def pytorch_info(version: str) -> PytorchInfo:
     for row in _pytorch_rows():
         if v in row.versions:
             return row
-    raise UsageError(f"unknown pytorch version {version!r}; valid: {' '.join(pytorch_versions())}")
+    shown = version if len(version) <= 40 else version[:37] + "..."  # a 5,000-digit value is not repeated
+    raise UsageError(f"unknown pytorch version {shown!r}; valid: {' '.join(pytorch_versions())}")
 
 
 def upstream_releases_before_tables(cuda: str) -> tuple[str, ...]:

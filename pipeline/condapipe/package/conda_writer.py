@@ -15,6 +15,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import tarfile
 import tempfile
 import zipfile
@@ -98,6 +99,10 @@ def _write_tar_zst(dest: Path, files: Iterable[PackageFile]) -> None:
                 tar.addfile(info, io.BytesIO(f.data))
 
 
+def _entry(name: str) -> zipfile.ZipInfo:
+    return zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+
+
 def write_conda(
     dest_dir: Path,
     index: dict[str, Any],
@@ -130,9 +135,13 @@ def write_conda(
         _write_tar_zst(info_tar, (PackageFile(p, d) for p, d in info.items()))
         tmp = Path(scratch, "package.conda")
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as z:
-            z.writestr("metadata.json", json.dumps({"conda_pkg_format_version": 2}))
-            z.write(pkg_tar, f"pkg-{stem}.tar.zst")
-            z.write(info_tar, f"info-{stem}.tar.zst")
+            # fixed entry dates: the same files give the same bytes (the tool channel compares sha256)
+            z.writestr(_entry("metadata.json"), json.dumps({"conda_pkg_format_version": 2}))
+            for name, part in ((f"pkg-{stem}.tar.zst", pkg_tar), (f"info-{stem}.tar.zst", info_tar)):
+                entry = _entry(name)
+                entry.file_size = part.stat().st_size
+                with part.open("rb") as src, z.open(entry, "w") as out:
+                    shutil.copyfileobj(src, out, 1 << 20)
         os.chmod(tmp, 0o644)  # a channel server must be able to read it
         os.replace(tmp, dest)
     return dest

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import zstandard
 
@@ -46,8 +46,17 @@ except ImportError:  # pragma: no cover - depends on the Python version
 
 MAX_BYTES_ENV = "CONDAPIPE_MAX_UNPACK_BYTES"
 MAX_FILES_ENV = "CONDAPIPE_MAX_UNPACK_FILES"
+MAX_RATIO_ENV = "CONDAPIPE_MAX_UNPACK_RATIO"
 DEFAULT_MAX_BYTES = 64 << 30
 DEFAULT_MAX_FILES = 1_000_000
+# Expanded bytes per byte of archive. Real packages and source tarballs compress 2-20x (a library
+# of zeros-padded tables maybe 100x); a zip/zstd bomb reaches 1000s. The first RATIO_FREE_BYTES
+# are free, so tiny archives of text are never refused. One bound for fix, verify and sources.
+DEFAULT_MAX_RATIO = 200
+RATIO_FREE_BYTES = 64 << 20
+# Source archives (--source TARBALL) are trees of text: fewer members and bytes than a package.
+SOURCE_MAX_BYTES = 16 << 30
+SOURCE_MAX_FILES = 400_000
 _COPY_CHUNK = 1 << 20
 _WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS, errno.EPERM})
 
@@ -77,10 +86,23 @@ class Limits:
 
     max_bytes: int = DEFAULT_MAX_BYTES
     max_files: int = DEFAULT_MAX_FILES
+    max_ratio: int = DEFAULT_MAX_RATIO
 
     @classmethod
-    def from_env(cls) -> Limits:
-        return cls(_env_int(MAX_BYTES_ENV, DEFAULT_MAX_BYTES), _env_int(MAX_FILES_ENV, DEFAULT_MAX_FILES))
+    def from_env(cls, max_bytes: int = DEFAULT_MAX_BYTES, max_files: int = DEFAULT_MAX_FILES) -> Limits:
+        return cls(
+            _env_int(MAX_BYTES_ENV, max_bytes),
+            _env_int(MAX_FILES_ENV, max_files),
+            _env_int(MAX_RATIO_ENV, DEFAULT_MAX_RATIO),
+        )
+
+    @classmethod
+    def for_sources(cls) -> Limits:
+        return cls.from_env(SOURCE_MAX_BYTES, SOURCE_MAX_FILES)
+
+    def expanded_bound(self, archive_size: int) -> int:
+        """The most bytes an archive of `archive_size` bytes may expand to."""
+        return min(self.max_bytes, max(RATIO_FREE_BYTES, self.max_ratio * archive_size))
 
 
 def _env_int(name: str, default: int) -> int:
@@ -134,10 +156,10 @@ def _drain(stream: IO[bytes]) -> None:
         pass
 
 
-def _damaged(path: Path, exc: BaseException) -> UnsafePackage:
+def _damaged(path: Path, exc: BaseException, what: str = "conda package") -> UnsafePackage:
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return UnsafePackage(
-        f"{path}: not a readable conda package, damaged or truncated ({type(exc).__name__}: {detail})"
+        f"{path}: not a readable {what}, damaged or truncated ({type(exc).__name__}: {detail})"
     )
 
 
@@ -215,6 +237,11 @@ class SafeExtractor:
         self.path = path
         self.dest = dest
         self.limits = limits or Limits.from_env()
+        try:
+            archive_size = os.stat(path).st_size
+        except OSError:
+            archive_size = 0
+        self.max_bytes = self.limits.expanded_bound(archive_size)
         self.files = 0
         self.bytes = 0
         self.regular: set[str] = set()
@@ -232,10 +259,12 @@ class SafeExtractor:
             )
         if member.isreg():
             self.bytes += max(0, member.size)
-            if self.bytes > self.limits.max_bytes:
+            if self.bytes > self.max_bytes:
+                which = MAX_BYTES_ENV if self.max_bytes == self.limits.max_bytes else MAX_RATIO_ENV
                 raise UnsafePackage(
-                    f"{self.path}: expands to more than {self.limits.max_bytes} bytes at member "
-                    f"{member.name} (limit; set ${MAX_BYTES_ENV} to raise)"
+                    f"{self.path}: expands to more than {self.max_bytes} bytes at member "
+                    f"{member.name} (limit: {self.limits.max_ratio}x its size, at most "
+                    f"{self.limits.max_bytes}; set ${which} to raise)"
                 )
 
     def _parent(self, rel: str) -> Path:
@@ -335,5 +364,75 @@ def safe_extract(path: Path, dest: Path, limits: Limits | None = None) -> Path:
         raise _damaged(path, exc) from exc
     except STREAM_ERRORS as exc:  # raised while copying a member's data from a damaged stream
         raise _damaged(path, exc) from exc
+    extractor.finish()
+    return dest
+
+
+class _ZipAsTar:
+    """A zip file read through the tar member interface SafeExtractor takes (zip source archives)."""
+
+    def __init__(self, zf: zipfile.ZipFile) -> None:
+        self.zf = zf
+        self.infos: dict[int, zipfile.ZipInfo] = {}
+
+    def member(self, path: Path, info: zipfile.ZipInfo) -> tarfile.TarInfo:
+        mode = info.external_attr >> 16
+        member = tarfile.TarInfo(member_name(path, info.filename))
+        member.mode = stat.S_IMODE(mode) or (0o755 if info.is_dir() else 0o644)
+        if info.is_dir():
+            member.type = tarfile.DIRTYPE
+        elif stat.S_ISLNK(mode):
+            if info.file_size > 4096:
+                raise UnsafePackage(
+                    f"{path}: member {info.filename} is a symlink with a {info.file_size}-byte target"
+                )
+            member.type = tarfile.SYMTYPE
+            member.linkname = self.zf.read(info).decode("utf-8", "surrogateescape")
+        elif stat.S_IFMT(mode) and not stat.S_ISREG(mode):  # zip writers may leave the type bits 0
+            member.type = tarfile.FIFOTYPE if stat.S_ISFIFO(mode) else tarfile.CHRTYPE
+        else:
+            member.type = tarfile.REGTYPE
+            member.size = info.file_size
+        self.infos[id(member)] = info
+        return member
+
+    def extractfile(self, member: tarfile.TarInfo) -> IO[bytes]:
+        return self.zf.open(self.infos[id(member)])
+
+
+def _source_members(path: Path) -> Iterator[tuple[Any, tarfile.TarInfo]]:
+    with open_regular(path) as fh:
+        if zipfile.is_zipfile(fh):
+            fh.seek(0)
+            with zipfile.ZipFile(fh) as zf:
+                reader = _ZipAsTar(zf)
+                for info in zf.infolist():
+                    yield reader, reader.member(path, info)
+            return
+        fh.seek(0)
+        with tarfile.open(fileobj=fh, mode="r|*", encoding="utf-8", errors="strict") as tar:
+            for member in tar:
+                member.name = member_name(path, member.name)
+                yield tar, member
+
+
+def safe_extract_source(path: Path, dest: Path, limits: Limits | None = None) -> Path:
+    """Extract a source archive (tar, compressed with gzip/bzip2/xz or not, or zip) into `dest`
+    under the same rules as a package, with the source limits (Limits.for_sources): no absolute
+    or escaping links, no devices or FIFOs, bounded size, member count and compression ratio."""
+    path, dest = Path(path), Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    extractor = SafeExtractor(path, dest, limits or Limits.for_sources())
+    try:
+        for reader, member in _source_members(path):
+            extractor.add(reader, member)
+    except UsageError:
+        raise
+    except OSError as exc:
+        if exc.errno in _WRITE_ERRNOS:
+            raise EnvironmentProblem(f"cannot unpack {path} into {dest}: {exc.strerror}") from None
+        raise _damaged(path, exc, "source archive") from exc
+    except STREAM_ERRORS as exc:
+        raise _damaged(path, exc, "source archive") from exc
     extractor.finish()
     return dest

@@ -14,7 +14,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,7 +29,8 @@ WORK_DIR = ".condapipe"
 PREREQ_DIR = "prerequisites"  # where a job unpacks the channels of the variants it needs
 TOKEN_ENV = TOKEN_ENV_VARS[-1]  # ANACONDA_API_TOKEN: anaconda-client's name, read by condapipe upload
 TOKEN_SECRET = TOKEN_ENV
-UPLOAD_CHANNEL_ENV = "ANACONDA_CHANNEL"  # the anaconda.org owner, when not given to `plan`
+UPLOAD_CHANNEL_ENV = "ANACONDA_CHANNEL"  # the anaconda.org owner (given to `plan`, else a CI variable)
+INSTALL_ENV = "CONDAPIPE_REQUIREMENT"  # the pip requirement the runners install
 ARTIFACT_PREFIX = "packages-"
 # The actions the workflow uses, at majors that run on node24 (actionlint flags node20 ones, whose
 # runtime GitHub removes in September 2026). upload-artifact >= 4 and download-artifact >= 4 share
@@ -98,37 +98,101 @@ def _check_text(values: Sequence[str]) -> None:
             raise UsageError(f"{value!r} cannot go into a CI workflow (no '${{{{' or line breaks)")
 
 
-def build_argv(request: CiRequest, variant: CiVariant) -> list[str]:
+# A word of a command: (literal, None) is condapipe's own text (a subcommand, a flag name, a fixed
+# folder); (ENV_NAME, value) is a value from the user or the plan, which a workflow passes as the
+# step's `env:` entry ENV_NAME and its run line names only as "$ENV_NAME".
+Word = tuple[str, str | None]
+_LITERAL = re.compile(r"[A-Za-z0-9_./=*-]+")
+ARG_ENV_PREFIX = "ARG_"  # env names of a step's values; no tool reads ARG_* from the environment
+
+
+def _flag_words(flags: Sequence[str]) -> list[Word]:
+    """`--flag value …` as words: each `--name` a literal, each value (the next word) a value."""
+    words: list[Word] = []
+    i = 0
+    while i < len(flags):
+        flag = flags[i]
+        if flag in _SWITCHES:
+            words.append((flag, None))
+            i += 1
+            continue
+        if not re.fullmatch(r"--[a-z][a-z-]*", flag) or i + 1 >= len(flags):
+            raise UsageError(f"cannot write {flag!r} into a CI workflow: expected --FLAG VALUE")
+        words += [(flag, None), (_env_name(flag), flags[i + 1])]
+        i += 2
+    return words
+
+
+_SWITCHES = frozenset({"--no-test", "--override-channels"})
+
+
+def _env_name(flag: str) -> str:
+    return ARG_ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
+
+
+def build_words(request: CiRequest, variant: CiVariant) -> list[Word]:
     """`condapipe build` for one variant, run in the job's workspace."""
-    argv = ["condapipe", "build", request.package, *request.spec_flags, "--variant", variant.id]
-    argv += ["--output-dir", CHANNEL_DIR, "--work-dir", WORK_DIR, *request.build_flags]
+    words: list[Word] = [("condapipe", None), ("build", None), (ARG_ENV_PREFIX + "PACKAGE", request.package)]
+    words += _flag_words(request.spec_flags)
+    words += [("--variant", None), (ARG_ENV_PREFIX + "VARIANT", variant.id)]
+    words += [("--output-dir", None), (CHANNEL_DIR, None), ("--work-dir", None), (WORK_DIR, None)]
+    words += _flag_words(request.build_flags)
     for dep in variant.needs:
-        argv += ["--channel", f"{PREREQ_DIR}/{dep}"]
-    return argv
+        words += [("--channel", None), (ARG_ENV_PREFIX + "PREREQUISITE", f"{PREREQ_DIR}/{dep}")]
+    return words
 
 
-def publish_argvs(request: CiRequest) -> list[list[str]]:
+def build_argv(request: CiRequest, variant: CiVariant) -> list[str]:
+    """The argv of build_words (what a CI engine without a shell runs)."""
+    return [value if value is not None else text for text, value in build_words(request, variant)]
+
+
+def publish_words(request: CiRequest) -> list[list[Word]]:
     """The publish job after merging every artifact into one channel: index, verify, upload."""
     owner = request.upload_channel or f"${UPLOAD_CHANNEL_ENV}"
     return [
-        ["condapipe", "index", "--force", CHANNEL_DIR],
-        ["condapipe", "verify", f"{CHANNEL_DIR}/*/*.conda", f"{CHANNEL_DIR}/*/*.tar.bz2"],
+        _literals("condapipe", "index", "--force", CHANNEL_DIR),
+        # globs, expanded by the shell (nullglob is on in that script)
+        _literals("condapipe", "verify", f"{CHANNEL_DIR}/*/*.conda", f"{CHANNEL_DIR}/*/*.tar.bz2"),
         # verified in the step before, from the same files
-        ["condapipe", "upload", "--channel", owner, "--output-dir", CHANNEL_DIR, "--no-verify"],
+        [
+            *_literals("condapipe", "upload", "--channel"),
+            (UPLOAD_CHANNEL_ENV, owner),
+            *_literals("--output-dir", CHANNEL_DIR, "--no-verify"),
+        ],
     ]
 
 
-def _shell(argv: Sequence[str]) -> str:
-    """One bash line: globs and $VARIABLES stay live where the argv means them, the rest is quoted."""
-    words = []
-    for word in argv:
-        if word.startswith(f"{CHANNEL_DIR}/*/"):
-            words.append(word)  # a glob (nullglob is on in that script)
-        elif word.startswith("$"):
-            words.append(f'"{word}"')
-        else:
-            words.append(shlex.quote(word))
-    return " ".join(words)
+def _literals(*texts: str) -> list[Word]:
+    return [(text, None) for text in texts]
+
+
+def publish_argvs(request: CiRequest) -> list[list[str]]:
+    return [
+        [value if value is not None else text for text, value in words] for words in publish_words(request)
+    ]
+
+
+def _shell(words: Sequence[Word]) -> tuple[str, dict[str, str]]:
+    """One bash line and the `env:` it needs: literals as they are, every value as "$NAME" only.
+
+    A value never appears in the line itself, so no value can be read as shell syntax; names used
+    twice (two --cuda) get _2, _3 …"""
+    line: list[str] = []
+    env: dict[str, str] = {}
+    for text, value in words:
+        if value is None:
+            if not _LITERAL.fullmatch(text):
+                raise ValueError(f"not a literal for a run line: {text!r}")  # a bug here, not the user's
+            line.append(text)
+            continue
+        name, n = text, 1
+        while name in env:
+            n += 1
+            name = f"{text}_{n}"
+        env[name] = value
+        line.append(f'"${name}"')
+    return " ".join(line), env
 
 
 def _check(plan_variants: Sequence[CiVariant], request: CiRequest) -> None:
@@ -171,7 +235,11 @@ def emit_json(plan: Plan, request: CiRequest) -> str:
 def _setup_steps(request: CiRequest) -> list[dict[str, object]]:
     return [
         {"uses": ACTIONS["setup-python"], "with": {"python-version": request.python}},
-        {"name": "Install condapipe", "run": f"python -m pip install {shlex.quote(request.install)}"},
+        {
+            "name": "Install condapipe",
+            "env": {INSTALL_ENV: request.install},
+            "run": f'python -m pip install "${INSTALL_ENV}"',
+        },
     ]
 
 
@@ -190,7 +258,8 @@ def emit_github_actions(plan: Plan, request: CiRequest) -> str:
                     "with": {"name": ARTIFACT_PREFIX + dep, "path": f"{PREREQ_DIR}/{dep}"},
                 }
             )
-        steps.append({"name": f"Build {v.id}", "run": _shell(build_argv(request, v))})
+        run, env = _shell(build_words(request, v))
+        steps.append({"name": f"Build {v.id}", "env": env, "run": run})
         steps.append(
             {
                 "name": "Hand on the packages",
@@ -203,10 +272,10 @@ def emit_github_actions(plan: Plan, request: CiRequest) -> str:
             job["needs"] = [_job_key(dep) for dep in v.needs]
         job["steps"] = steps
         jobs[_job_key(v.id)] = job
-    index, verify, upload = (_shell(argv) for argv in publish_argvs(request))
-    env = {TOKEN_ENV: f"${{{{ secrets.{TOKEN_SECRET} }}}}"}
+    (index, _), (verify, _), (upload, upload_env) = (_shell(words) for words in publish_words(request))
     if request.upload_channel is None:
-        env[UPLOAD_CHANNEL_ENV] = f"${{{{ vars.{UPLOAD_CHANNEL_ENV} }}}}"
+        upload_env[UPLOAD_CHANNEL_ENV] = f"${{{{ vars.{UPLOAD_CHANNEL_ENV} }}}}"
+    env = {TOKEN_ENV: f"${{{{ secrets.{TOKEN_SECRET} }}}}", **upload_env}
     jobs["publish"] = {
         "name": "verify and publish",
         "runs-on": request.runs_on,

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from condapipe.bounded_json import loads_bounded
 from condapipe.errors import EnvironmentProblem
 from condapipe.hashing import hash_file
 
@@ -140,7 +141,7 @@ class StateFile:
 
     def _load(self) -> None:
         try:
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
+            raw = loads_bounded(self.path.read_bytes())
             if raw.get("schema") != SCHEMA:
                 raise ValueError(f"schema {raw.get('schema')!r}, expected {SCHEMA}")
             self._steps = {k: StepRecord.from_dict(v) for k, v in raw.get("steps", {}).items()}

@@ -12,15 +12,18 @@ recipe stays the same as on a connected machine.
 
 Sources: the distributions installed in condapipe's own Python environment
 (`pip install cmake ninja`), or wheel files (`pip download cmake ninja`). Writes go to a
-temporary name and are renamed; an existing package of the same name, version and build is kept.
+temporary name and are renamed; a file already at a package's name is kept only when its sha256 is
+that of the package made now (the bytes are deterministic), else it is replaced.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import stat
 import sysconfig
+import tempfile
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -214,6 +217,17 @@ def write_package(tool: ToolSource, subdir_dir: Path, subdir: str) -> Path:
     return write_conda(subdir_dir, index, files, about)
 
 
+def _same_bytes(existing: Path, made: Path) -> bool:
+    """True when `existing` is a regular file (not a link) with the sha256 of `made`."""
+    try:
+        if not stat.S_ISREG(existing.lstat().st_mode):
+            return False
+        with existing.open("rb") as a, made.open("rb") as b:
+            return hashlib.file_digest(a, "sha256").digest() == hashlib.file_digest(b, "sha256").digest()
+    except OSError:
+        return False
+
+
 def make_tool_channel(
     channel_dir: Path, sources: Iterable[ToolSource], subdir: str = "linux-64"
 ) -> list[Path]:
@@ -221,7 +235,18 @@ def make_tool_channel(
     channel_dir = Path(channel_dir)
     written = []
     for tool in sources:
-        dest = channel_dir / subdir / f"{package_name(tool)}.conda"
-        written.append(dest if dest.is_file() else write_package(tool, channel_dir / subdir, subdir))
+        folder = channel_dir / subdir
+        dest = folder / f"{package_name(tool)}.conda"
+        if dest.is_symlink() or (dest.exists() and not dest.is_file()):
+            raise UsageError(f"{dest}: not a regular file; remove it so condapipe can write the tool package")
+        folder.mkdir(parents=True, exist_ok=True)
+        # The package is the same bytes every time (conda_writer is deterministic): a file already
+        # at its name is kept only when its sha256 is that of the package made now; anything else
+        # there (an older build, a planted package) is replaced before the channel is indexed.
+        with tempfile.TemporaryDirectory(prefix=".tool-package-", dir=folder) as scratch:
+            made = write_package(tool, Path(scratch), subdir)
+            if not _same_bytes(dest, made):
+                os.replace(made, dest)
+        written.append(dest)
     index_channel(channel_dir)
     return written

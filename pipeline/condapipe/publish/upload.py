@@ -38,6 +38,8 @@ import hashlib
 import json
 import logging
 import os
+import re
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -45,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from condapipe.bounded_json import loads_bounded
 from condapipe.errors import CondapipeError, EnvironmentProblem, UsageError
 from condapipe.hashing import hash_file
 from condapipe.package.io import PackageInfo, read_package_info
@@ -63,6 +66,8 @@ from condapipe.publish.channel import IndexResult, channel_dir_from_target, find
 from condapipe.publish.tokens import Token, redact
 from condapipe.publish.upload_order import upload_order
 from condapipe.publish.upload_result import FileOutcome, Status
+from condapipe.safe_paths import open_regular
+from condapipe.value_rules import check_owner, is_label_name, is_owner_name, parse_url
 
 log = logging.getLogger("condapipe.publish.upload")
 T = TypeVar("T")
@@ -188,6 +193,7 @@ def resolve_site_url(flag: str | None, configured_upload: Mapping[str, Any]) -> 
     if configured is not None and not isinstance(configured, str):
         raise UsageError("upload.site_url in the config file must be a string")
     url = flag or configured or anaconda_client_site_url() or DEFAULT_SITE_URL
+    parse_url(url.strip(), "the upload site URL")  # a bad host or port is one line, not a crash later
     try:
         return normalize_site_url(url)
     except ValueError:
@@ -269,22 +275,37 @@ class _Journal:
 
     @classmethod
     def load(cls, path: Path) -> _Journal | None:
-        if not path.is_file() or path.is_symlink():  # a journal is a regular file condapipe wrote
-            return None
+        """The journal at `path`, or None when it is not one condapipe wrote for its own name: not a
+        regular file, too big or too deep, a field of the wrong form, or a file name that is not
+        the one `location` gives for its own site, owner and basename (a planted or renamed file)."""
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            basename = str(data["basename"])
+            if not stat.S_ISREG(path.lstat().st_mode) or _links_between(path.parent.parent, path.parent):
+                return None
+            with open_regular(path) as fh:
+                data = loads_bounded(fh.read(_MAX_JOURNAL_BYTES + 1), max_bytes=_MAX_JOURNAL_BYTES)
+            site, owner, basename = str(data["site"]), str(data["owner"]), str(data["basename"])
+            labels = data["old_labels"]
+            if not (
+                _PACKAGE_BASENAME.fullmatch(basename)
+                and is_owner_name(owner)
+                and isinstance(labels, list)
+                and all(isinstance(x, str) and is_label_name(x) for x in labels)
+                and _SHA256.fullmatch(str(data["new_sha256"]))
+                and (data["old_sha256"] == "" or _SHA256.fullmatch(str(data["old_sha256"])))
+                and path.name == cls.location(path.parent.parent, site, owner, basename).name
+            ):
+                return None
             return cls(
                 path,
-                str(data["site"]),
-                str(data["owner"]),
+                site,
+                owner,
                 basename,
                 str(data["old_sha256"]),
-                [str(x) for x in data["old_labels"]],
+                list(labels),
                 str(data["new_sha256"]),
                 cls.backup_path(path, basename),
             )
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, CondapipeError):
             return None
 
     def save(self) -> None:
@@ -296,14 +317,48 @@ class _Journal:
         os.replace(tmp, self.path)
 
     def discard(self) -> None:
+        if _links_between(self.path.parent.parent, self.backup.parent):
+            return  # a folder on the way was replaced by a link: delete nothing through it
         self.backup.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             self.backup.parent.rmdir()
         self.path.unlink(missing_ok=True)
 
 
+_MAX_JOURNAL_BYTES = 64 << 10
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+# SUBDIR/FILE of a conda package (CEP 26 subdirs); no '/' or leading '.' in FILE.
+_PACKAGE_BASENAME = re.compile(
+    r"(?:noarch|[a-z0-9]+-[a-z0-9]+)/[A-Za-z0-9_][A-Za-z0-9_.+!-]*\.(?:conda|tar\.bz2)"
+)
+
+
+def _links_between(top: Path, inner: Path) -> bool:
+    """True when `inner` or a folder between it and `top` (both included) is a symbolic link."""
+    here = inner
+    while True:
+        if here.is_symlink():
+            return True
+        if here == top or here.parent == here:
+            return False
+        here = here.parent
+
+
+def check_state_dir(state_dir: Path) -> None:
+    """The --force journal folder is a real folder: through a link, a discard could delete elsewhere."""
+    replace = state_dir / "replace"
+    for folder in (state_dir, replace):
+        if folder.is_symlink():
+            raise UsageError(
+                f"{folder} is a symbolic link; condapipe keeps --force journals and backups only in a "
+                "real folder: remove the link or choose another --work-dir"
+            )
+
+
 def pending_journals(state_dir: Path, site: str, owner: str) -> list[_Journal]:
     """Replacements a killed run left unfinished on this site and owner."""
+    if _links_between(state_dir, state_dir / "replace"):
+        return []
     found = (_Journal.load(p) for p in sorted((state_dir / "replace").glob("*.json")))
     return [j for j in found if j is not None and (j.site, j.owner) == (site, owner)]
 
@@ -468,6 +523,10 @@ class _Upload:
                 _Journal.backup_path(path, self.meta.basename),
             )
             journal.backup.parent.mkdir(parents=True, exist_ok=True)
+            if _links_between(self.state_dir, journal.backup.parent):
+                raise ApiError(
+                    Failure.CLIENT, f"{journal.backup.parent} is a symbolic link; not writing a backup there"
+                )
             self.call(lambda: self.site.download_dist(self.owner, self.meta, journal.backup, old_sha))
         journal.new_sha256 = self.sha256
         journal.save()
@@ -502,7 +561,15 @@ class _Upload:
 def restore_from_journal(
     site: AnacondaSite, journal: _Journal, retry: RetryPolicy, sleep: Callable[[float], None]
 ) -> str:
-    """Upload the backed-up old file again, unless the name is taken (then there is nothing to undo)."""
+    """Upload the backed-up old file again, unless the name is taken (then there is nothing to undo).
+
+    The backup is hashed before anything else reads it: only the very bytes that were on the server
+    (the journal's old sha256) go up again."""
+    if _links_between(journal.path.parent.parent, journal.backup) or not journal.backup.is_file():
+        raise ApiError(Failure.CLIENT, f"the backup {journal.backup} is missing or not a regular file")
+    digest = hash_file(journal.backup, md5=True)
+    if digest.sha256 != journal.old_sha256:
+        raise ApiError(Failure.CLIENT, f"the backup {journal.backup} does not match the old file's sha256")
     info = read_package_info(journal.backup)
     meta = inspect_for_anaconda(info)
     now = _retrying(site, retry, sleep, lambda: site.find_dist(journal.owner, meta))
@@ -523,10 +590,7 @@ def restore_from_journal(
         NoProgress(),
         sleep,
     )
-    digest = hash_file(journal.backup, md5=True)
     old.sha256, old.md5, old.size = digest.sha256, digest.md5 or "", digest.size
-    if old.sha256 != journal.old_sha256:
-        raise ApiError(Failure.CLIENT, f"the backup {journal.backup} does not match the old file's sha256")
     old._send(meta, old.sha256, old.md5, old.size, tuple(journal.old_labels))
     journal.discard()
     return "; the previous file was restored"
@@ -672,8 +736,9 @@ def upload_to_anaconda(
     mode = mode or Mode()
     retry = retry or RetryPolicy()
     blocked = blocked or {}
-    if not owner or "/" in owner:
-        raise UsageError(f"--channel {owner!r}: expected an anaconda.org user or organisation name")
+    check_owner(owner, "--channel")
+    if state_dir is not None and not dry_run:
+        check_state_dir(state_dir)  # before any request: a link there is refused, whatever the server says
     if dry_run:  # an offline preview: no request, no token (the real run compares with the server)
         return preview_anaconda(packages, owner, site_url=site_url, labels=labels, blocked=blocked)
     if token is None and not dry_run:

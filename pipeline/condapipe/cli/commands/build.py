@@ -31,8 +31,9 @@ from condapipe.engines import (
     recipe_formats,
 )
 from condapipe.engines.base import PACKAGE_FORMATS
-from condapipe.errors import UsageError
+from condapipe.errors import EnvironmentProblem, UsageError
 from condapipe.plan.channels import ChannelSetup
+from condapipe.value_rules import check_channel
 
 # Spec flags that mean something for a recipe directory; the rest describe a family build.
 _DIR_FLAGS = ("python", "platform", "env")
@@ -61,7 +62,13 @@ def _tool_channel(work_dir: Path, dry_run: bool) -> str:
 
     channel = (work_dir / "tool-channel").absolute()
     if not dry_run:
-        made = make_tool_channel(channel, default_sources(TOOLS))
+        try:
+            made = make_tool_channel(channel, default_sources(TOOLS))
+        except OSError as exc:  # one line with the path and the fix, not Python's errno text
+            raise EnvironmentProblem(
+                f"cannot write the build-tool channel {channel}: {exc.strerror or exc}",
+                "choose a --work-dir you can write to",
+            ) from None
         err_console.print(f"build tools from wheels: {', '.join(p.name for p in made)} in {channel}")
     return str(channel)
 
@@ -172,14 +179,15 @@ def command(
                 f"--compression-level {compression_level}: {kind} levels for --package-format "
                 f"{package_format} are {low}-{high}"
             )
+    for chan in channels:
+        check_channel(chan, "-c/--channel")
     recipe_dir = _recipe_dir_target(target) if target else None
     settings = settings_from_flags(target, spec_params, compile_cache=compile_cache)  # once per command
     target = settings.require_package()  # the command line's, else the config file's `package`
     cache_env = _explicit_compile_cache(settings)
-    setup = _channel_setup(channels or settings.channels, output_dir, work_dir, build_tools, offline, dry_run)
     from condapipe.plan import PlanOptions
 
-    def plan_options(env: dict[str, str]) -> PlanOptions:
+    def plan_options(env: dict[str, str], setup: ChannelSetup) -> PlanOptions:
         """Families and recipe directories run the same plan: build -> fix -> verify -> test -> publish."""
         return PlanOptions(
             output_dir=output_dir.absolute(),
@@ -197,6 +205,7 @@ def command(
 
     if recipe_dir is None:  # a package family: doctor, then the resumable plan (condapipe.cli.family_build)
         from condapipe.cli.family_build import FamilyBuild, build_family, preflight
+        from condapipe.cli.source_input import archive_source, unpacked_source
         from condapipe.cli.spec_input import doctor_command, machine_spec
 
         spec, choices = machine_spec(settings, work_dir=work_dir)
@@ -204,6 +213,12 @@ def command(
             from condapipe.plan.build_plan import family_jobs, select_variant
 
             select_variant(family_jobs(spec), variant)
+        if not dry_run and archive_source(settings) is not None:  # the engine gets a safely unpacked folder
+            settings = unpacked_source(settings, work_dir)
+            spec, _ = machine_spec(settings, work_dir=work_dir, quiet=True)
+        # channels (and the --build-tools wheels tool channel) only once the package and variant are valid
+        given = channels or settings.channels
+        setup = _channel_setup(given, output_dir, work_dir, build_tools, offline, dry_run)
         checked = preflight(
             spec,
             work_dir=work_dir.absolute(),
@@ -214,7 +229,7 @@ def command(
         build_family(
             FamilyBuild(
                 checked.spec,
-                plan_options(dict(checked.env)),
+                plan_options(dict(checked.env), setup),
                 checked.doctor,
                 force=force,
                 dry_run=dry_run,
@@ -235,12 +250,13 @@ def command(
         raise UsageError(f"{flags} only apply to package families, not to the recipe directory {target}")
     from condapipe.cli.recipe_build import RecipeBuild, build_recipe_dir
 
+    setup = _channel_setup(channels or settings.channels, output_dir, work_dir, build_tools, offline, dry_run)
     # A family's --env goes into its recipe; a recipe directory gets it as build environment.
     env = {**dict(cache_env), **flag_settings(spec_params).get("env", {})}
     request = RecipeBuild(
         target,
         recipe_dir,
-        plan_options(env),
+        plan_options(env, setup),
         pythons=tuple(spec_params.get("python") or ()),
         platform=spec_params.get("platform") or None,
         dry_run=dry_run,

@@ -8,7 +8,6 @@ so each runner builds exactly the variant this machine planned.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
@@ -19,6 +18,8 @@ from condapipe.cli.output import console, print_json
 from condapipe.cli.plan_text import step_groups
 from condapipe.engines import ENGINE_NAMES
 from condapipe.errors import UsageError
+from condapipe.safe_paths import output_file
+from condapipe.value_rules import check_channel, check_owner, parse_url, refuse_url_credentials
 
 
 def _print_variants(plan: Any, variants: list[Any], rows: list[dict[str, Any]]) -> None:
@@ -35,6 +36,21 @@ def _print_variants(plan: Any, variants: list[Any], rows: list[dict[str, Any]]) 
         console.print(line, soft_wrap=True, markup=False, highlight=False)
 
 
+def _check_ci_values(channels: tuple[str, ...], upload_channel: str | None, install: str) -> None:
+    """What every job is given is what conda and anaconda.org accept (condapipe.value_rules)."""
+    for chan in channels:
+        check_channel(chan, "-c/--channel")
+    if upload_channel is not None:
+        check_owner(upload_channel, "--upload-channel")
+    if not install.strip() or install.lstrip().startswith("-"):
+        raise UsageError("--install: expected a pip requirement (condapipe==X.Y or a URL), not an option")
+    for word in install.split():
+        if "://" in word:  # `condapipe @ https://…`: no credentials in a workflow
+            refuse_url_credentials(
+                parse_url(word, "--install"), "--install", "let pip read them from ~/.netrc"
+            )
+
+
 @click.command("plan")
 @click.argument("package", required=False)
 @spec_options
@@ -43,9 +59,8 @@ def _print_variants(plan: Any, variants: list[Any], rows: list[dict[str, Any]]) 
     type=click.Choice(("github-actions", "json")),
     help="Write the plan as a CI workflow: GitHub Actions, or JSON for any other engine.",
 )
-@click.option(
-    "-o", "--output", type=click.Path(path_type=Path, dir_okay=False), help="File (default stdout)."
-)
+@click.option("-o", "--output", help="File (default stdout); an existing one is replaced only with --force.")
+@click.option("--force", is_flag=True, help="Replace the --output file if it exists (never condapipe.toml).")
 @click.option("--engine", type=click.Choice(ENGINE_NAMES), help="Passed to every job's `condapipe build`.")
 @dependency_channels_option("Channel searched for dependencies, passed to every job (as `conda build -c`).")
 @click.option("--no-test", is_flag=True, help="Every job skips the recipe's tests.")
@@ -73,7 +88,8 @@ def _print_variants(plan: Any, variants: list[Any], rows: list[dict[str, Any]]) 
 def command(
     package: str | None,
     emit: str | None,
-    output: Path | None,
+    output: str | None,
+    force: bool,
     engine: str | None,
     channels: tuple[str, ...],
     no_test: bool,
@@ -98,7 +114,9 @@ def command(
 
     if output is not None and emit is None:
         raise UsageError("-o/--output writes a workflow: add --emit github-actions or --emit json")
-    settings = settings_from_flags(package, spec_params)
+    target = output_file(output, "-o/--output", force=force) if output is not None else None
+    _check_ci_values(channels, upload_channel, install)
+    settings = settings_from_flags(package, spec_params, compile_cache=compile_cache)
     spec, choices = machine_spec(settings)
     options = PlanOptions(
         output_dir=DEFAULT_OUTPUT_DIR.absolute(),
@@ -134,11 +152,11 @@ def command(
         upload_channel=upload_channel,
     )
     text = emit_text(plan, request, emit)
-    if output is None:
+    if target is None:
         click.echo(text, nl=False)
         return
-    atomic_write_text(output, text)
+    atomic_write_text(target, text)
     if as_json:
-        print_json({"written": str(output), "variants": [v.id for v in ci_variants(plan)]})
+        print_json({"written": str(target), "variants": [v.id for v in ci_variants(plan)]})
     else:
-        click.echo(f"wrote {output} ({len(ci_variants(plan))} variant job(s) and a publish job)", err=True)
+        click.echo(f"wrote {target} ({len(ci_variants(plan))} variant job(s) and a publish job)", err=True)

@@ -23,7 +23,7 @@ from condapipe.cli.flags import (
     work_dir_option,
 )
 from condapipe.cli.output import console, err_console, print_json
-from condapipe.errors import BuildFailed, CondapipeError, UsageError
+from condapipe.errors import BuildFailed, CondapipeError, EnvironmentProblem, UsageError
 from condapipe.publish.channel import channel_dir_from_target
 from condapipe.publish.tokens import RedactingFilter, Token, resolve_token
 from condapipe.publish.upload import (
@@ -37,6 +37,7 @@ from condapipe.publish.upload import (
 )
 from condapipe.publish.upload_result import FileOutcome
 from condapipe.safe_paths import destination as checked_folder
+from condapipe.value_rules import check_label, check_owner, parse_url, refuse_url_credentials
 
 _LOGGERS = ("condapipe", "binstar", "urllib3", "requests")
 
@@ -65,10 +66,16 @@ def _logging(work_dir: Path, debug: bool, token: Token | None, dry_run: bool) ->
     handlers: list[logging.Handler] = []
     log_path: Path | None = None
     if not dry_run:
-        (work_dir / "logs").mkdir(parents=True, exist_ok=True)
         stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.time_ns() % 1_000_000:06d}"
         log_path = work_dir / "logs" / f"upload-{stamp}.log"  # unique: runs may start in one second
-        handlers.append(logging.FileHandler(log_path, encoding="utf-8"))
+        try:
+            (work_dir / "logs").mkdir(parents=True, exist_ok=True)
+            handlers.append(logging.FileHandler(log_path, encoding="utf-8"))
+        except OSError as exc:  # one line with the path and the fix, not Python's errno text
+            raise EnvironmentProblem(
+                f"cannot write the upload log under {work_dir / 'logs'}: {exc.strerror or exc}",
+                "choose a --work-dir you can write to",
+            ) from None
     if debug:
         handlers.append(logging.StreamHandler())
     scrub = RedactingFilter([token])
@@ -129,6 +136,20 @@ def _summary(outcomes: list[FileOutcome], title: str) -> Table:
             escape(o.detail),
         )
     return table
+
+
+def _check_names(owner: str | None, labels: tuple[str, ...], site_url: str | None) -> None:
+    """Owner, labels and site are checked before anything is read: they go into API paths."""
+    if owner is not None:
+        check_owner(owner, "--channel")
+    for label in labels:
+        check_label(label)
+    if site_url is None:
+        return
+    parts = parse_url(site_url.strip(), "--site-url")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError("--site-url: expected an http:// or https:// URL with a host")
+    refuse_url_credentials(parts, "--site-url", "give the token in $ANACONDA_API_TOKEN or --token-file")
 
 
 @click.command("upload")
@@ -211,10 +232,7 @@ def command(
         raise UsageError("--label, --site-url and --token-file apply to --channel uploads only")
     if retry_delay != retry_delay:  # NaN passes click's range check
         raise UsageError("--retry-delay must be a number of seconds, not nan")
-    if site_url is not None and (
-        not site_url.strip() or ("://" in site_url and not site_url.startswith(("http://", "https://")))
-    ):
-        raise UsageError(f"--site-url {site_url!r}: expected an http:// or https:// URL")
+    _check_names(owner, labels, site_url)
     if to is not None:
         channel_dir_from_target(to)  # '' and / are refused before anything is read
     checked_folder(output_dir, "--output-dir")
