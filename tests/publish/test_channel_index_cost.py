@@ -94,3 +94,14 @@ def test_what_the_publisher_knows_is_used_only_while_the_file_is_the_one_it_plac
 
     rec = record(pkg, claimed)
     assert rec["depends"] == ["b"] and rec["sha256"] == hash_file(pkg).sha256
+
+
+def test_a_built_file_with_another_mode_is_copied_not_linked(tmp_path: Path) -> None:
+    built = make_package(tmp_path / "out", "magma-cuda130", "2.6.1", subdir="linux-64")
+    built.chmod(0o600)  # a link would share this mode with every reader of the channel
+
+    publish_packages(tmp_path / "ch", [built])
+
+    placed = tmp_path / "ch" / "linux-64" / built.name
+    assert placed.stat().st_ino != built.stat().st_ino
+    assert placed.stat().st_mode & 0o777 == 0o644 and placed.read_bytes() == built.read_bytes()

@@ -82,8 +82,8 @@ def atomic_copy(src: Path, dest: Path) -> None:
 
 def _link(src: Path, tmp: Path) -> bool:
     """Replace the empty temporary file by a hard link to src; False where linking cannot work."""
-    if src.is_symlink() or (src.stat().st_mode & 0o644) != 0o644:
-        return False  # a link shares the mode: only a file readers can already read
+    if src.is_symlink() or (src.stat().st_mode & 0o777) != 0o644:
+        return False  # a link shares the mode: only a file with the mode a copy would get
     staged = tmp.with_name(tmp.name.removesuffix(TEMP_SUFFIX) + ".link" + TEMP_SUFFIX)
     try:
         os.link(src, staged)
