@@ -54,6 +54,7 @@ def test_fix_keeps_the_tree_it_wrote_the_package_from_and_verify_reads_it(fixed:
     assert not tree_record.tree_path(fixed).exists() and not tree_record.record_path(fixed).exists()
     unpacked = verify_package(fixed).to_dict()
 
+    assert (from_tree.pop("read_from"), unpacked.pop("read_from")) == ("kept tree", "package")
     assert from_tree == unpacked and from_tree["ok"], from_tree
 
 
@@ -84,4 +85,5 @@ def test_a_tree_changed_since_fix_is_not_trusted(fixed: Path, change: str) -> No
         data.unlink()
 
     assert tree_record.trusted_tree(fixed) is None
-    assert verify_package(fixed).ok  # the package itself is fine: verify unpacked it instead
+    report = verify_package(fixed)  # the package itself is fine: verify unpacks it instead
+    assert report.ok and report.read_from == "package"

@@ -207,6 +207,7 @@ def verify_action(
             finally:
                 tree_record.discard(pkg)  # fix's kept tree: read once, then gone
             reports[pkg.name] = report.to_dict()
+            ctx.log.write(f"{pkg.name}: verified from the {report.read_from}")
             for line in report.errors:
                 ctx.log.write(f"{pkg.name}: ERROR {line}")
             for line in report.warnings:
