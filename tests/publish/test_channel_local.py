@@ -14,7 +14,7 @@ from fake_anaconda import make_package
 from fake_anaconda.harness import isolated_env, run_cli, sha256
 
 from condapipe.package.io import read_package_info
-from condapipe.publish.channel import index_channel, index_parallelism
+from condapipe.publish.channel import index_channel
 
 
 @pytest.fixture
@@ -156,13 +156,6 @@ def test_index_notices_a_same_size_rebuild_replaced_in_place(tmp_path):
     assert index_channel(channel).full
     assert _records(channel, "noarch")[target.name]["sha256"] == sha256(second)
     assert not index_channel(channel).full  # nothing changed since: incremental again
-
-
-def test_index_parallelism_is_bounded_by_memory_for_big_packages():
-    gib = 1 << 30
-    assert index_parallelism(2 * gib, 24 * gib, 16) == 1  # pytorch-size packages: one at a time
-    assert index_parallelism(100 << 20, 24 * gib, 16) == 16 >= index_parallelism(100 << 20, 24 * gib, 2) == 2
-    assert index_parallelism(20 * gib, 8 * gib, 4) == 1  # never zero
 
 
 def test_dry_run_writes_nothing(out, tmp_path):

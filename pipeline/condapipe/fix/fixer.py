@@ -23,6 +23,7 @@ from condapipe.errors import BuildFailed, UsageError
 from condapipe.fix.patchers import RPATH, Change, PatchError, apply_change
 from condapipe.fix.rpath import RpathRules, decide, rules_for
 from condapipe.hashing import FileDigest, hash_file
+from condapipe.package import tree_record
 from condapipe.package.io import (
     CONDA,
     PackOptions,
@@ -250,13 +251,16 @@ def fix_package(
     work_dir: Path | None = None,
     progress: Progress | None = None,
     draft: bool = False,
+    keep_tree: bool = False,
 ) -> FixReport:
     """Fix a `.conda` / `.tar.bz2`; the result replaces it atomically (or goes to `output_dir`).
 
     The output is compressed at most once: repacked when a file changed; otherwise left alone
     (or copied to `output_dir`). With `draft` (a `.conda` its engine wrote at DRAFT_ZSTD_LEVEL so
     that only condapipe compresses it for real) an unchanged package is recompressed at
-    `pack_options`' level instead, so the output always has that level.
+    `pack_options`' level instead, so the output always has that level. With `keep_tree` the
+    unpacked tree the output holds stays beside it (condapipe.package.tree_record), so verify
+    need not unpack the same bytes again.
     """
     start = time.monotonic()
     path = package_file(path)
@@ -303,6 +307,8 @@ def fix_package(
             report.output = str(path)
             report.written = "unchanged"
         report.timings["write"] = time.monotonic() - written
+        if keep_tree and report.output and scratch_parent == out_path.parent:
+            tree_record.keep(root, Path(report.output))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     report.elapsed_s = time.monotonic() - start
@@ -338,9 +344,10 @@ def fix_package_file(
     pack_options: PackOptions | None = None,
     output_dir: Path | None = None,
     draft: bool = False,
+    keep_tree: bool = False,
 ) -> FixReport:
     """For the pipeline: fix one built package with its family's rules, in place or into
-    `output_dir` (atomic); `draft`: see `fix_package`."""
+    `output_dir` (atomic); `draft`, `keep_tree`: see `fix_package`."""
     rules = rules_for(family).with_extra(extra_rpaths)
     return fix_package(
         Path(path),
@@ -348,4 +355,5 @@ def fix_package_file(
         pack_options=pack_options,
         output_dir=output_dir,
         draft=draft,
+        keep_tree=keep_tree,
     )

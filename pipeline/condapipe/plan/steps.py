@@ -155,7 +155,12 @@ def fix_action(build_step: str, family: str | None, options: PlanOptions) -> Act
             # The engine's output stays as built (a rerun of fix starts from it); the fixed package
             # is written into this step's folder: repacked, recompressed or copied, never twice.
             report = fix_package_file(
-                pkg, family=family, pack_options=pack, output_dir=ctx.step_dir / pkg.parent.name, draft=draft
+                pkg,
+                family=family,
+                pack_options=pack,
+                output_dir=ctx.step_dir / pkg.parent.name,
+                draft=draft,
+                keep_tree=True,  # the verify step reads it instead of unpacking the package again
             )
             changed = len(report.changed)
             phases = ", ".join(f"{k} {v:.1f} s" for k, v in report.timings.items())
@@ -211,13 +216,18 @@ def verify_action(
     local_channels: tuple[Path, ...] = (),
 ) -> Action:
     def run(ctx: StepContext) -> StepOutcome:
+        from condapipe.package import tree_record
         from condapipe.verify.verifier import verify_package
 
         reports = {}
         for pkg in _packages(ctx, fix_step):
             provided = local_dependency_libs(pkg, local_channels) if local_channels else ()
-            report = verify_package(pkg, archs=archs, dep_libs=(*dso_allowlist, *provided))
+            try:
+                report = verify_package(pkg, archs=archs, dep_libs=(*dso_allowlist, *provided))
+            finally:
+                tree_record.discard(pkg)  # fix's kept tree: read once, then gone
             reports[pkg.name] = report.to_dict()
+            ctx.log.write(f"{pkg.name}: verified from the {report.read_from}")
             for line in report.errors:
                 ctx.log.write(f"{pkg.name}: ERROR {line}")
             for line in report.warnings:

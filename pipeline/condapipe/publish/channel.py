@@ -1,35 +1,38 @@
-"""Local conda channels: the one publish path (lock, atomic copy, py-rattler index).
+"""Local conda channels: the one publish path (lock, linked-or-copied file, repodata).
 
 A channel directory is read by solvers (and HTTP servers) while we write to it, so a package
-is copied under a hidden temporary name and renamed into place, and repodata is written by
-py-rattler's indexer, which itself writes to a temporary file and renames it (checked with
-strace on py-rattler 0.28). A lock file serialises condapipe processes publishing to the
-same channel. Builds (`build RECIPE_DIR`, the plan's publish step) and `upload --to DIR` all
-publish through `publish_packages`; the engines only build.
+enters under a hidden temporary name and is renamed into place — a hard link to the built file
+where both are on one filesystem (nothing copied), else a copy — and repodata is written by
+condapipe.publish.repodata from what indexing needs (index.json from a .conda's small info
+member, one hashing pass, hashes the publisher already has), through temporary names and
+renames as well. A lock file serialises condapipe processes publishing to the same channel.
+Builds (`build RECIPE_DIR`, the plan's publish step) and `upload --to DIR` all publish through
+`publish_packages`; the engines only build.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 from condapipe.errors import EnvironmentProblem, UsageError
-from condapipe.hashing import CHUNK, hash_file
-from condapipe.package.io import PackageInfo, package_suffix, read_package_info
+from condapipe.hashing import CHUNK, FileDigest, hash_file
+from condapipe.package.io import PackageInfo, package_suffix, read_index, read_package_info
+from condapipe.publish import repodata
+from condapipe.publish.repodata import Known
 from condapipe.publish.upload_result import FileOutcome, Status
 from condapipe.safe_paths import destination
 
-REPODATA = "repodata.json"
+REPODATA = repodata.REPODATA
 LOCK_NAME = ".condapipe-channel.lock"
 TEMP_SUFFIX = ".part"  # atomic_copy's hidden temporary files: `.<name>.<random>.part`
 
@@ -57,20 +60,39 @@ def channel_lock(channel_dir: Path) -> Iterator[None]:
 
 
 def atomic_copy(src: Path, dest: Path) -> None:
-    """Copy src to dest through a hidden temporary name in dest's folder, then rename."""
+    """Put src at dest through a hidden temporary name in dest's folder, then rename: a hard link
+    where both are on one filesystem (a package is never written in place, so the two names
+    cannot drift apart), else a copy made durable before the rename."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=TEMP_SUFFIX, dir=dest.parent)
     tmp = Path(tmp_name)
     try:
-        with os.fdopen(fd, "wb") as out, src.open("rb") as inp:
-            shutil.copyfileobj(inp, out, CHUNK)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, 0o644)
+        os.close(fd)
+        if not _link(src, tmp):
+            with tmp.open("wb") as out, src.open("rb") as inp:
+                shutil.copyfileobj(inp, out, CHUNK)
+                out.flush()
+                os.fsync(out.fileno())
+            os.chmod(tmp, 0o644)
         os.replace(tmp, dest)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _link(src: Path, tmp: Path) -> bool:
+    """Replace the empty temporary file by a hard link to src; False where linking cannot work."""
+    if src.is_symlink() or (src.stat().st_mode & 0o777) != 0o644:
+        return False  # a link shares the mode: only a file with the mode a copy would get
+    staged = tmp.with_name(tmp.name.removesuffix(TEMP_SUFFIX) + ".link" + TEMP_SUFFIX)
+    try:
+        os.link(src, staged)
+    except OSError as exc:
+        if exc.errno in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EACCES):
+            return False
+        raise
+    os.replace(staged, tmp)
+    return True
 
 
 @dataclass(frozen=True)
@@ -129,43 +151,21 @@ def _count(channel_dir: Path, subdir: str) -> int:
     return len(data.get("packages") or {}) + len(data.get("packages.conda") or {})
 
 
-def index_parallelism(largest_package: int, ram_bytes: int, cpus: int) -> int:
-    """How many packages py-rattler may index at once.
-
-    py-rattler 0.28 holds each package it indexes in memory (measured: peak RSS ~2x the
-    package, 4.1 GiB for one 2 GiB package), so parallel indexing of several 2 GB pytorch
-    builds could exhaust RAM. Allow as many as fit in a quarter of RAM, at least 1.
-    """
-    per_package = max(1, 2 * largest_package)
-    return max(1, min(cpus, (ram_bytes // 4) // per_package))
-
-
-def _machine_ram() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 8 << 30
-
-
-def _largest_package(channel_dir: Path) -> int:
-    sizes = [
-        p.stat().st_size
-        for s in _subdirs(channel_dir)
-        for p in (channel_dir / s).iterdir()
-        if package_suffix(p.name) and p.is_file()
-    ]
-    return max(sizes, default=0)
-
-
 def index_channel(
-    channel_dir: Path, *, force: bool = False, dry_run: bool = False, init: bool = True
+    channel_dir: Path,
+    *,
+    force: bool = False,
+    dry_run: bool = False,
+    init: bool = True,
+    known: Mapping[Path, Known] | None = None,
 ) -> IndexResult:
-    """Write repodata.json (+ .zst and shards) for every subdir of a local channel with py-rattler.
+    """Write repodata.json (+ .zst) for every subdir of a local channel (condapipe.publish.repodata).
 
-    Incremental by default; a full re-index happens with force=True or when a package was
-    replaced in place (py-rattler's incremental mode would keep the old sha256). With
-    init=False a folder that is not a channel yet (no noarch/ or platform folder) is refused.
-    Packages py-rattler would read are checked first, so a damaged one is named, not a crash.
+    Incremental by default: records of files that have not changed since the repodata was
+    written are kept; a full re-index happens with force=True or when a package was replaced in
+    place. `known` holds what a publisher already computed for files it just placed (by their
+    channel path), so they are not read again. With init=False a folder that is not a channel
+    yet (no noarch/ or platform folder) is refused. A damaged package is named, not a crash.
     """
     channel_dir = destination(channel_dir, "channel")
     if not channel_dir.is_dir():
@@ -182,69 +182,45 @@ def index_channel(
         counts = {s: sum(1 for p in (channel_dir / s).glob("*") if package_suffix(p.name)) for s in subdirs}
         return IndexResult(channel_dir, counts, full)
     with channel_lock(channel_dir):
-        _check_new_packages(channel_dir, full)
         (channel_dir / "noarch").mkdir(exist_ok=True)  # conda channels always have noarch
-        jobs = index_parallelism(_largest_package(channel_dir), _machine_ram(), os.cpu_count() or 1)
+        subdirs = [s for s in _subdirs(channel_dir) if _PLATFORM.fullmatch(s)]
+        planned = {s: _subdir_records(channel_dir / s, full, known or {}) for s in subdirs}
+        bad = [problem for _records, problems in planned.values() for problem in problems]
+        if bad:
+            more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+            raise UsageError(f"cannot index {channel_dir}: {bad[0]}{more}; remove or replace it")
         try:
-            _run_indexer(channel_dir, full, jobs)
-        finally:
-            shutil.rmtree(channel_dir / ".tmp", ignore_errors=True)  # py-rattler's own staging folder
-    subdirs = [s for s in _subdirs(channel_dir) if (channel_dir / s / REPODATA).is_file()]
+            for subdir, (records, _problems) in planned.items():
+                repodata.write_repodata(channel_dir / subdir, subdir, records)
+        except OSError as exc:
+            raise EnvironmentProblem(
+                f"indexing {channel_dir} failed: {exc}", "check that the directory is writable"
+            ) from exc
     return IndexResult(channel_dir, {s: _count(channel_dir, s) for s in subdirs}, full)
 
 
-_PLATFORM = re.compile(r"noarch|[a-z0-9]+-[a-z0-9_]+")
-# What py-rattler writes into each subdir: each must be a file (or absent) for the rename to work.
-_INDEX_OUTPUTS = (REPODATA, f"{REPODATA}.zst", "repodata_from_packages.json", "repodata_shards.msgpack.zst")
-
-# py-rattler runs in a child process: a Rust panic or an abort at interpreter shutdown (py-rattler
-# 0.28: "PyGILState_Release", SIGABRT/SIGSEGV after work that succeeded) cannot take condapipe
-# down, and the child leaves with os._exit once it has said how the work went.
-_INDEXER = r"""
-import asyncio, os, sys
-code = 0
-try:
-    import rattler.index
-    asyncio.run(rattler.index.index_fs(sys.argv[1], force=sys.argv[2] == "1", max_parallel=int(sys.argv[3])))
-    sys.stdout.write("condapipe-index: ok\n")
-except BaseException as exc:
-    sys.stdout.write("condapipe-index: failed: " + (str(exc).strip() or type(exc).__name__) + "\n")
-    code = 1
-sys.stdout.flush()
-os._exit(code)
-"""
-
-
-def _run_indexer(channel_dir: Path, full: bool, jobs: int) -> None:
-    argv = [sys.executable, "-c", _INDEXER, str(channel_dir), "1" if full else "0", str(jobs)]
-    proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", check=False)
-    said = [line for line in proc.stdout.splitlines() if line.startswith("condapipe-index: ")]
-    verdict = said[-1].removeprefix("condapipe-index: ") if said else ""
-    if verdict == "ok" and _repodata_ok(channel_dir):
-        return  # whatever the library did while the child exited, the work is done and checked
-    if verdict.startswith("failed: "):
-        detail = verdict.removeprefix("failed: ").splitlines()[0][:300]
-    elif proc.returncode < 0:
-        detail = f"py-rattler crashed (signal {-proc.returncode})"
-    else:
-        tail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
-        detail = f"py-rattler failed: {tail[:300]}"
-    raise EnvironmentProblem(
-        f"indexing {channel_dir} failed: {detail}",
-        "check that the directory is writable; `condapipe verify` the packages added since the last index",
-    )
-
-
-def _repodata_ok(channel_dir: Path) -> bool:
-    for subdir in _subdirs(channel_dir):
-        repodata = channel_dir / subdir / REPODATA
-        if not _PLATFORM.fullmatch(subdir) or not repodata.exists():
+def _subdir_records(
+    subdir_dir: Path, full: bool, known: Mapping[Path, Known]
+) -> tuple[dict[str, dict], list[str]]:
+    """(filename -> record, problems) for one subdir: kept, known, or read from the package."""
+    listed, written = ({}, 0) if full else repodata.load_records(subdir_dir)
+    records: dict[str, dict] = {}
+    problems: list[str] = []
+    for path in repodata.package_files(subdir_dir):
+        old = listed.get(path.name)
+        if old is not None and repodata.still_valid(path, old, written):
+            records[path.name] = old
             continue
         try:
-            json.loads(repodata.read_bytes())
-        except (OSError, ValueError):
-            return False
-    return (channel_dir / "noarch" / REPODATA).is_file()
+            records[path.name] = repodata.record(path, known.get(path))
+        except UsageError as exc:
+            problems.append(str(exc))
+    return records, problems
+
+
+_PLATFORM = re.compile(r"noarch|[a-z0-9]+-[a-z0-9_]+")
+# What an indexer writes into each subdir: each must be a file (or absent) for the rename to work.
+_INDEX_OUTPUTS = (REPODATA, repodata.REPODATA_ZST, *repodata.FOREIGN_OUTPUTS)
 
 
 def _check_outputs(channel_dir: Path) -> None:
@@ -254,35 +230,6 @@ def _check_outputs(channel_dir: Path) -> None:
             path = channel_dir / subdir / name
             if (path.exists() or path.is_symlink()) and (path.is_symlink() or not path.is_file()):
                 raise UsageError(f"{path}: expected a file written by the indexer, found something else")
-
-
-def _check_new_packages(channel_dir: Path, full: bool) -> None:
-    """Read the metadata of every package py-rattler is about to read; name the damaged ones."""
-    bad: list[str] = []
-    for subdir in _subdirs(channel_dir):
-        if not _PLATFORM.fullmatch(subdir):
-            continue
-        known = set() if full else _listed(channel_dir / subdir / REPODATA)
-        for path in sorted((channel_dir / subdir).iterdir()):
-            if not package_suffix(path.name) or path.name in known:
-                continue
-            try:
-                read_package_info(path)
-            except UsageError as exc:
-                bad.append(str(exc))
-    if bad:
-        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
-        raise UsageError(f"cannot index {channel_dir}: {bad[0]}{more}; remove or replace it")
-
-
-def _listed(repodata: Path) -> set[str]:
-    try:
-        data = json.loads(repodata.read_bytes())
-    except (OSError, ValueError):
-        return set()
-    if not isinstance(data, dict):
-        return set()
-    return {name for key in ("packages", "packages.conda") for name in (data.get(key) or {})}
 
 
 def channel_dir_from_target(target: str) -> Path:
@@ -332,38 +279,46 @@ def publish_packages(
     dry_run: bool = False,
     on_published: Callable[[FileOutcome], None] | None = None,
 ) -> tuple[list[FileOutcome], IndexResult | None]:
-    """Copy packages into a local channel, then re-index it: the one way packages enter a channel.
+    """Put packages into a local channel, then re-index it: the one way packages enter a channel.
 
     Under the channel lock, each package goes to `<subdir>/<name-version-build.ext>` through a
-    hidden temporary name and a rename. An existing file with the same sha256 is reported as
-    already there; a different one is refused unless `force` (replace: a rebuild) or
-    `skip_existing` (leave it) is given. `on_published` is called after each package.
+    hidden temporary name and a rename (a hard link where possible), read once to hash it; the
+    index takes those hashes and the package's index.json rather than reading it again. An
+    existing file with the same sha256 is reported as already there; a different one is refused
+    unless `force` (replace: a rebuild) or `skip_existing` (leave it) is given. `on_published` is
+    called after each package.
     """
     channel_dir = Path(channel_dir)
     infos = [p if isinstance(p, PackageInfo) else read_package_info(Path(p)) for p in packages]
     outcomes: list[FileOutcome] = []
+    known: dict[Path, Known] = {}
     replaced = False
     with channel_lock(channel_dir) if not dry_run else nullcontext():
         if not dry_run:
             remove_stale_temp(channel_dir)
         for info in infos:
-            outcome = _publish_one(
-                info, channel_dir / info.subdir / info.filename, skip_existing, force, dry_run
-            )
+            dest = channel_dir / info.subdir / info.filename
+            digest = hash_file(info.path, md5=True)  # the one read of the package: repodata needs both
+            outcome = _publish_one(info, dest, digest, skip_existing, force, dry_run)
             replaced = replaced or outcome.status in (Status.REPLACED, Status.WOULD_REPLACE)
+            if outcome.status in (Status.UPLOADED, Status.REPLACED):
+                known[dest] = Known.placed(dest, digest, read_index(info.path))
             outcomes.append(outcome)
             if on_published is not None:
                 on_published(outcome)
     # A replaced file must be re-hashed: an incremental index could keep its old sha256.
-    result = index_channel(channel_dir, force=replaced, dry_run=dry_run) if channel_dir.is_dir() else None
+    result = (
+        index_channel(channel_dir, force=replaced, dry_run=dry_run, known=known)
+        if channel_dir.is_dir()
+        else None
+    )
     return outcomes, result
 
 
 def _publish_one(
-    info: PackageInfo, dest: Path, skip_existing: bool, force: bool, dry_run: bool
+    info: PackageInfo, dest: Path, digest: FileDigest, skip_existing: bool, force: bool, dry_run: bool
 ) -> FileOutcome:
     target = str(dest)
-    digest = hash_file(info.path)
     sha, size = digest.sha256, digest.size
     if dest.exists():
         there = hash_file(dest).sha256

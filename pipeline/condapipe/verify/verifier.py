@@ -41,6 +41,7 @@ from condapipe.elf.rpath_entries import ORIGIN_PREFIXES, split_rpath
 from condapipe.elf.scan import EM_CUDA, elf_files
 from condapipe.errors import UsageError
 from condapipe.hashing import hash_file
+from condapipe.package import tree_record
 from condapipe.package.io import (
     load_index,
     load_paths_json,
@@ -66,6 +67,7 @@ class VerifyReport:
     fatbins: dict[str, dict[str, object]] = field(default_factory=dict)
     archs: str | None = None  # the arch list checked (pytorch spelling), None: no arch check
     archs_source: str | None = None  # where that list came from
+    read_from: str = "package"  # "package" (unpacked), "kept tree" (fix's, same bytes) or "folder"
 
     @property
     def ok(self) -> bool:
@@ -82,6 +84,7 @@ class VerifyReport:
             "fatbins": self.fatbins,
             "archs": self.archs,
             "archs_source": self.archs_source,
+            "read_from": self.read_from,
         }
 
 
@@ -138,8 +141,18 @@ def verify_package(
         "name": str(path),
     }
     if path.is_dir():
-        return verify_tree(path, **checks)
+        report = verify_tree(path, **checks)
+        report.read_from = "folder"
+        return report
     package_file(path)
+    kept = tree_record.trusted_tree(path)
+    if kept is not None:  # the tree fix wrote these very bytes from: no second unpack
+        try:
+            report = verify_tree(kept, **checks)
+            report.read_from = "kept tree"
+            return report
+        except UsageError as exc:
+            return VerifyReport(package=str(path), errors=[str(exc).replace(str(kept), str(path))])
     scratch = Path(tempfile.mkdtemp(prefix=".condapipe-verify-"))
     try:
         try:

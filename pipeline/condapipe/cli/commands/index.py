@@ -21,7 +21,7 @@ from condapipe.publish.channel import index_channel
 @dry_run_option
 @json_option
 def command(directory: Path, force: bool, init: bool, dry_run: bool, as_json: bool) -> None:
-    """Index the local conda channel DIRECTORY (repodata.json, .zst and shards per subdir)."""
+    """Index the local conda channel DIRECTORY (repodata.json and .zst per subdir)."""
     result = index_channel(directory, force=force, dry_run=dry_run, init=init)
     if as_json:
         print_json({**result.to_dict(), "dry_run": dry_run})

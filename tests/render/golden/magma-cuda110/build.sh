@@ -56,12 +56,34 @@ fi
 # (only the project's compiles then go through the cache, not CMake's probes, whose scratch
 # folders have random names and always miss); recipes that cannot pass options (setup.py) get
 # them as CMake's environment variables.
+#
+# FindCUDA (find_package(CUDA): cuda_add_library/cuda_add_executable, used by magma 2.6 for its
+# 402 kernels and by PyTorch releases before native CUDA) compiles .cu files through custom
+# commands that run CUDA_NVCC_EXECUTABLE directly and ignore CMAKE_CUDA_COMPILER_LAUNCHER. So
+# CUDA_NVCC_EXECUTABLE names a generated wrapper that runs the real nvcc through the cache (ccache
+# >= 4 and sccache both cache nvcc; FindCUDA's `-M` dependency pass goes through it too, uncached,
+# as the cache tools run what they cannot cache). The wrapper is not on PATH (no recursion) and the
+# cache sees the real nvcc, so the wrapper's own path never reaches a cache key.
 cc_source_dir="${SRC_DIR:-${PWD}}"
 build_root="$(dirname "${cc_source_dir}")"
 cc_launchers=()
 compile_cache_report() { :; }
+# $1: the cache tool; $2: a folder for the nvcc wrapper (made here).
 set_launchers() {
+    local cc_tool cc_real cc_nvcc=""
+    cc_tool="$(command -v "$1")"
+    cc_real="$(command -v nvcc || true)"
+    if [[ -n "${cc_real}" ]]; then
+        mkdir -p "$2"
+        cc_nvcc="$2/nvcc"
+        printf '#!/bin/sh\nexec %q %q "$@"\n' "${cc_tool}" "${cc_real}" > "${cc_nvcc}.tmp"
+        chmod 755 "${cc_nvcc}.tmp"
+        mv -f "${cc_nvcc}.tmp" "${cc_nvcc}"
+    fi
     cc_launchers=(-DCMAKE_C_COMPILER_LAUNCHER="$1" -DCMAKE_CXX_COMPILER_LAUNCHER="$1" -DCMAKE_CUDA_COMPILER_LAUNCHER="$1")
+    if [[ -n "${cc_nvcc}" ]]; then
+        cc_launchers+=(-DCUDA_NVCC_EXECUTABLE="${cc_nvcc}")
+    fi
 }
 if [[ "${CONDAPIPE_COMPILE_CACHE:-}" == "sccache" ]]; then
     # condapipe passes every setting (empty when unset) so that no engine warns; drop the empty ones.
@@ -83,7 +105,7 @@ if [[ "${CONDAPIPE_COMPILE_CACHE:-}" == "sccache" ]]; then
     export SCCACHE_IDLE_TIMEOUT=0
     export SCCACHE_BASEDIRS="${build_root}"
     if sccache --start-server > "${cc_state}/start.log" 2>&1; then
-        set_launchers sccache
+        set_launchers sccache "${cc_state}/bin"
         compile_cache_report() {
             # The JSON, without its cache_location (which may name the endpoint).
             echo "condapipe: sccache stats: $(sccache --show-stats --stats-format json |
@@ -113,7 +135,7 @@ elif [[ -n "${CONDAPIPE_COMPILE_CACHE:-}" ]]; then
     export CCACHE_COMPILERCHECK=content
     export CCACHE_SLOPPINESS="include_file_ctime,include_file_mtime,time_macros,pch_defines"
     export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-60G}"
-    set_launchers ccache
+    set_launchers ccache "${cc_source_dir}/.condapipe-compile-cache"
     export USE_CCACHE=1
     mkdir -p "${CCACHE_DIR}"
     ccache --zero-stats > /dev/null

@@ -1,0 +1,84 @@
+"""The unpacked tree a package was written from, kept for the next reader of the same bytes.
+
+The fix step unpacks every package and writes its output from that tree (repacked, or the same
+tar streams recompressed, or copied); verify would unpack the same bytes again (at 3.4 GB the
+largest part of its time). So fix may keep the tree beside its output with a record: the
+package's sha256 and size, and each file of the tree with its size and mtime. A reader trusts
+the tree only when the package still hashes to the recorded sha256 and the tree is exactly as
+recorded (no file added, removed, resized or touched); anything else and it unpacks as before.
+
+Beside `<dir>/<package>`: `<dir>/.<package>.tree/` and `<dir>/.<package>.tree.json` (hidden:
+never taken for a package or published).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from condapipe.hashing import hash_file
+from condapipe.package.io import write_atomic
+
+_VERSION = 1
+
+
+def tree_path(package: Path) -> Path:
+    return package.with_name(f".{package.name}.tree")
+
+
+def record_path(package: Path) -> Path:
+    return package.with_name(f".{package.name}.tree.json")
+
+
+def _listing(root: Path) -> dict[str, list[int]]:
+    """Every entry under root (files, links, folders) with its size and mtime, without following links."""
+    found: dict[str, list[int]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in (*dirnames, *filenames):
+            full = os.path.join(dirpath, name)
+            st = os.lstat(full)
+            found[os.path.relpath(full, root)] = [st.st_mode, st.st_size, st.st_mtime_ns]
+    return found
+
+
+def keep(root: Path, package: Path) -> None:
+    """Move the tree `package` was just written from beside it, with its record."""
+    discard(package)
+    dest = tree_path(package)
+    os.replace(root, dest)
+    digest = hash_file(package)
+    record = {
+        "version": _VERSION,
+        "package_sha256": digest.sha256,
+        "package_size": digest.size,
+        "entries": _listing(dest),
+    }
+    write_atomic(record_path(package), json.dumps(record).encode())
+
+
+def trusted_tree(package: Path) -> Path | None:
+    """The kept tree of `package` when the record says it holds exactly these bytes, else None."""
+    rec_file, tree = record_path(package), tree_path(package)
+    if not rec_file.is_file() or rec_file.is_symlink() or not tree.is_dir() or tree.is_symlink():
+        return None
+    try:
+        record = json.loads(rec_file.read_bytes())
+        if not isinstance(record, dict) or record.get("version") != _VERSION:
+            return None
+        if package.stat().st_size != record.get("package_size"):
+            return None
+        if _listing(tree) != record.get("entries"):
+            return None
+        if hash_file(package).sha256 != record.get("package_sha256"):
+            return None
+    except (OSError, ValueError):
+        return None
+    return tree
+
+
+def discard(package: Path) -> None:
+    """Remove a kept tree and its record (after use, or before a new one is kept)."""
+    record_path(package).unlink(missing_ok=True)
+    shutil.rmtree(tree_path(package), ignore_errors=True)
