@@ -45,6 +45,7 @@ class FamilyBuild:
     dry_run: bool = False
     as_json: bool = False
     variant: str | None = None  # --variant ID: build only that variant of the plan
+    companions: tuple[str, ...] = ()  # --with FAMILY: built against the spec in the same plan
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
                 f"doctor: {finding.level}: {finding.message} (fix: {finding.fix})", soft_wrap=True
             )
     if request.dry_run:
-        plan = make_family_plan(request.spec, options, request.variant)
+        plan = make_family_plan(request.spec, options, request.variant, request.companions)
         rows = describe(plan)
         stopped = bool(doctor.blocking) and not request.force
         if stopped:  # the real run stops at preflight: none of its steps would run
@@ -127,7 +128,7 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
         doctor.raise_if_blocking(force=request.force)  # the exit code the real run would have
         return None
     doctor.raise_if_blocking(force=request.force)
-    plan = make_family_plan(request.spec, options, request.variant)
+    plan = make_family_plan(request.spec, options, request.variant, request.companions)
     result, error, report = run_and_report(plan)
     report["doctor"] = doctor.to_dict()
     paths = write_report(report, plan.work_dir)

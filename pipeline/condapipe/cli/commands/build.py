@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from condapipe.buildspec.settings import Settings, flag_settings
-from condapipe.cli.flags import settings_from_flags, spec_options
+from condapipe.cli.flags import settings_from_flags, spec_options, with_option
 from condapipe.cli.output import (
     dry_run_option,
     echo_lines,
@@ -114,6 +114,7 @@ def _explicit_compile_cache(settings: Settings) -> tuple[tuple[str, str], ...]:
     help="Build only this variant of the plan (IDs: `condapipe plan PACKAGE …`); its prerequisites "
     "must be in a channel in use (-c), as in the CI jobs `condapipe plan --emit` writes.",
 )
+@with_option
 @dry_run_option
 @json_option
 def command(
@@ -130,6 +131,7 @@ def command(
     force: bool,
     compile_cache: str | None,
     variant: str | None,
+    companions: tuple[str, ...],
     dry_run: bool,
     as_json: bool,
     **spec_params: Any,
@@ -173,7 +175,11 @@ def command(
         if variant is not None:  # an unknown ID is refused before doctor runs
             from condapipe.plan.build_plan import family_jobs, select_variant
 
-            select_variant(family_jobs(spec), variant)
+            select_variant(family_jobs(spec, companions), variant)
+        elif companions:  # an unknown or unrelated family is refused before doctor runs
+            from condapipe.plan.build_plan import family_jobs
+
+            family_jobs(spec, companions)
         checked = preflight(spec, work_dir=work_dir.absolute(), engine=engine, env=dict(cache_env))
         build_family(
             FamilyBuild(
@@ -184,9 +190,12 @@ def command(
                 dry_run=dry_run,
                 as_json=as_json,
                 variant=variant,
+                companions=companions,
             )
         )
         return
+    if companions:
+        raise UsageError(f"--with only applies to package families, not to the recipe directory {target}")
     if variant is not None:
         raise UsageError(f"--variant only applies to package families, not to the recipe directory {target}")
     extra = sorted(k for k, v in spec_params.items() if _given(v) and k not in _DIR_FLAGS)

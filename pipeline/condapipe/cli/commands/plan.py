@@ -15,7 +15,7 @@ import click
 
 from condapipe import __version__
 from condapipe.buildspec.settings import SPEC_FLAG_KEYS, Settings
-from condapipe.cli.flags import settings_from_flags, spec_options
+from condapipe.cli.flags import settings_from_flags, spec_options, with_option
 from condapipe.cli.output import console, json_option, print_json
 from condapipe.engines import ENGINE_NAMES
 from condapipe.errors import UsageError
@@ -92,6 +92,7 @@ def _print_variants(plan: Any, variants: list[Any], rows: list[dict[str, Any]]) 
     metavar="ORG",
     help="anaconda.org owner the publish job uploads to (default: the ANACONDA_CHANNEL CI variable).",
 )
+@with_option
 @json_option
 def command(
     package: str,
@@ -105,6 +106,7 @@ def command(
     runner_python: str,
     install: str,
     upload_channel: str | None,
+    companions: tuple[str, ...],
     as_json: bool,
     **spec_params: Any,
 ) -> None:
@@ -127,7 +129,7 @@ def command(
         channels=channels,
         run_tests=not no_test,
     )
-    plan = make_family_plan(spec, options)
+    plan = make_family_plan(spec, options, companions=companions)
     if emit is None:
         variants, rows = ci_variants(plan), describe(plan)
         if as_json:
@@ -139,6 +141,7 @@ def command(
     build_flags += [x for chan in channels for x in ("--channel", chan)]
     build_flags += ["--no-test"] if no_test else []
     build_flags += ["--compile-cache", compile_cache] if compile_cache else []
+    build_flags += [x for family in dict.fromkeys(companions) for x in ("--with", family)]
     request = CiRequest(
         package=spec.package,
         spec_flags=_spec_flags(settings, choices),
