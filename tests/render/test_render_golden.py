@@ -48,7 +48,9 @@ CASES: dict[str, tuple[str, ...]] = {
     "torchvision-0.19.1-cuda12.8-py3.8-arch12.0": (
         "torchvision", "--version", "0.19.1", "--cuda", "12.8", "--python", "3.8", "--arch", "12.0",
     ),
-    "torchvision-0.21.0-cpu-py3.11": ("torchvision", "--version", "0.21.0", "--cuda", "cpu", "--python", "3.11"),
+    "torchvision-0.21.0-cpu-py3.11": (
+        "torchvision", "--version", "0.21.0", "--cuda", "cpu", "--python", "3.11",
+    ),
     "torchvision-0.14.1-matrix": (
         "torchvision", "--version", "0.14.1", "--python", "3.8", "--python", "3.10",
         "--cuda", "11.8", "--cuda", "cpu",

@@ -440,10 +440,7 @@ def _pythons(
     if valid is not None:
         bad = [p for p in pythons if p not in valid]
         if bad:
-            raise UsageError(
-                f"{what} does not support Python "
-                f"{' '.join(bad)}; valid: {' '.join(valid)}"
-            )
+            raise UsageError(f"{what} does not support Python {' '.join(bad)}; valid: {' '.join(valid)}")
     return sorted(pythons, key=Version)
 
 

@@ -312,7 +312,9 @@ def _torchvision_rows() -> tuple[TorchvisionInfo, ...]:
     for row in _load("torchvision.yaml")["series"]:
         for version, torch in row["pairs"].items():
             if pytorch_info(str(torch)).series != str(row["torch_series"]):  # a data error
-                raise ValueError(f"torchvision.yaml {version}: torch {torch} is not series {row['torch_series']}")
+                raise ValueError(
+                    f"torchvision.yaml {version}: torch {torch} is not series {row['torch_series']}"
+                )
             rows.append(TorchvisionInfo(str(version), str(row["series"]), str(torch), bool(row["webp"])))
     return tuple(rows)
 

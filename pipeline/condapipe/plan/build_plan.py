@@ -21,8 +21,8 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from condapipe.buildspec.build_spec import BuildSpec, CudaVariant, Source
 from condapipe.buildspec import tables
+from condapipe.buildspec.build_spec import BuildSpec, CudaVariant, Source
 from condapipe.buildspec.families import cuda_table_package, family_facts, family_rules, profile
 from condapipe.errors import UsageError
 from condapipe.plan import steps as act
@@ -255,7 +255,9 @@ def family_jobs(spec: BuildSpec, companions: Sequence[str] = ()) -> list[Job]:
     for family in dict.fromkeys(companions):
         for vspec in _variant_specs(companion_spec(family, spec)):
             needs = (primary[_variant_key(vspec)],)
-            jobs.append(Job(_label(vspec), vspec.package, spec=vspec, needs_jobs=needs, platform=spec.platform))
+            jobs.append(
+                Job(_label(vspec), vspec.package, spec=vspec, needs_jobs=needs, platform=spec.platform)
+            )
     return jobs
 
 

@@ -84,7 +84,9 @@ def torch_pin(spec: BuildSpec, rows: list[dict[str, str]]) -> str:
     torch = tables.torchvision_info(spec.version).torch
     number = dict(spec.against).get(TORCH)
     tag = common_value(rows, "build_tag") or "{{ build_tag }}"
-    return f"pytorch =={torch} py{{{{ python }}}}_{tag}_{'*' if number is None else number}"
+    # The bracket form: rattler-build's recipe parser refuses a positional build string with a dot
+    # (py3.11_...), which pytorch's build strings have; conda and rattler both read `[build=...]`.
+    return f"pytorch =={torch}[build=py{{{{ python }}}}_{tag}_{'*' if number is None else number}]"
 
 
 def _on_cudas(spec: BuildSpec, selected: list[str], has_cpu: bool) -> When | None:
