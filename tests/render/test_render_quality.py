@@ -9,7 +9,6 @@ and for each variant the v0 and v1 requirements, build string and version agree.
 from __future__ import annotations
 
 import re
-
 import shutil
 import subprocess
 from pathlib import Path
