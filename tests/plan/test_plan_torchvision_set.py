@@ -58,7 +58,7 @@ def test_rtx_5090_seed_plans_magma_pytorch_torchvision_as_one_set(tmp_path: Path
     assert "publish:pytorch-2.4.1-py3.8-cuda12.8" in build["needs"]
     spec = step(plan, "render:torchvision-0.19.1-py3.8-cuda12.8")["inputs"]["spec"]
     assert spec["cuda_variants"] == [{"cuda": "12.8", "cudnn": "9.7.1", "archs": "12.0"}]
-    assert spec["pythons"] == ["3.8"] and spec["against"] == [["pytorch", 0]]
+    assert spec["pythons"] == ["3.8"] and spec["against"] == [["pytorch", "0"]]
     verify = step(plan, "verify:torchvision-0.19.1-py3.8-cuda12.8")
     assert verify["inputs"]["archs"] == "12.0"
 

@@ -32,7 +32,7 @@ def test_host_and_run_pin_the_build_string_of_the_pytorch_package_of_the_same_fl
 
 def test_built_in_one_plan_the_pin_names_pytorchs_build_number() -> None:
     spec = build_spec("torchvision", {"version": "0.19.1", **SEED})
-    pinned = family_for("torchvision").build_model(dataclasses.replace(spec, against=(("pytorch", 3),)))
+    pinned = family_for("torchvision").build_model(dataclasses.replace(spec, against=(("pytorch", "3"),)))
     assert any(
         d.spec.startswith("pytorch ==2.4.1[build=py{{ python }}_cuda12.8_") and d.spec.endswith("_3]")
         for d in pinned.requirements.run

@@ -87,10 +87,11 @@ class BuildSpec:
     # --jetson BOARD: the build targets that board with the CUDA/cuDNN of its JetPack
     # (condapipe.buildspec.jetson, data/jetson.yaml); None for every other build.
     jetson: str | None = None
-    # The exact builds of other families this package is built against, (family, build number):
-    # torchvision built in one plan with its pytorch pins that pytorch's build number; () when the
-    # family builds against none, or against any build number (a torchvision built alone).
-    against: tuple[tuple[str, int], ...] = ()
+    # The exact builds of other families this package is built against, (family, build): a build
+    # number of that family's own build string (torchvision built in one plan with its pytorch), or
+    # a whole build string (a package made elsewhere, e.g. a repackaged wheel). () when the family
+    # builds against none, or against any build number (a torchvision built alone).
+    against: tuple[tuple[str, str], ...] = ()
 
     @property
     def cudas(self) -> tuple[str, ...]:

@@ -117,7 +117,7 @@ def companion_spec(family: str, spec: BuildSpec) -> BuildSpec:
         companion,
         cuda_variants=variants,
         jetson=spec.jetson,
-        against=((spec.package, spec.build_number),),
+        against=((spec.package, str(spec.build_number)),),
         warnings=(),  # the spec's own warnings were printed for it
     )
 

@@ -80,13 +80,16 @@ def _rows(spec: BuildSpec) -> list[dict[str, str]]:
 
 def torch_pin(spec: BuildSpec, rows: list[dict[str, str]]) -> str:
     """The match spec of the exact pytorch build: its release, and its build string
-    (py<python>_<build tag>_<build number>; any build number unless the plan built it)."""
+    (py<python>_<build tag>_<build number>; any build number unless the plan built it, or the
+    whole build string of a pytorch package made elsewhere)."""
     torch = tables.torchvision_info(spec.version).torch
-    number = dict(spec.against).get(TORCH)
-    tag = common_value(rows, "build_tag") or "{{ build_tag }}"
+    build = dict(spec.against).get(TORCH, "*")
+    if build == "*" or build.isdigit():
+        tag = common_value(rows, "build_tag") or "{{ build_tag }}"
+        build = f"py{{{{ python }}}}_{tag}_{build}"
     # The bracket form: rattler-build's recipe parser refuses a positional build string with a dot
     # (py3.11_...), which pytorch's build strings have; conda and rattler both read `[build=...]`.
-    return f"pytorch =={torch}[build=py{{{{ python }}}}_{tag}_{'*' if number is None else number}]"
+    return f"pytorch =={torch}[build={build}]"
 
 
 def _on_cudas(spec: BuildSpec, selected: list[str], has_cpu: bool) -> When | None:
