@@ -52,7 +52,7 @@ def deb_conda_package(name: str, version: str, debs: list[Path], channel_subdir:
         for path in sorted(root.rglob("*")):
             rel = path.relative_to(root).as_posix()
             dest = _prefix_path(rel)
-            if dest is None or path.is_dir() and not path.is_symlink():
+            if dest is None or (path.is_dir() and not path.is_symlink()):
                 continue
             if path.is_symlink():
                 target = path.readlink().as_posix()

@@ -86,3 +86,11 @@ def test_extension_modules_find_libtorch_in_the_environments_torch_lib(name: str
     rel = f"lib/python3.8/site-packages/torchvision/{name}"
     decision = decide(rel, "/opt/build/_h_env_placehold/lib", rules_for("torchvision"))
     assert decision.entries == ("$ORIGIN/../torch/lib", "$ORIGIN/../../..")
+
+
+def test_a_pytorch_package_made_elsewhere_is_pinned_by_its_whole_build_string() -> None:
+    spec = build_spec("torchvision", {"version": "0.21.0", "cuda": ["cpu"], "python": ["3.11"]})
+    model = family_for("torchvision").build_model(
+        dataclasses.replace(spec, against=(("pytorch", "cp311_pypi_wheel_0"),))
+    )
+    assert "pytorch ==2.6.0[build=cp311_pypi_wheel_0]" in [d.spec for d in model.requirements.host]
