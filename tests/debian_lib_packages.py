@@ -24,6 +24,8 @@ def _prefix_path(member: str) -> str | None:
     """Where a file of the .deb goes in a conda prefix, or None for what a library package drops."""
     if member.startswith(MULTIARCH) and "/pkgconfig/" not in member and "/cmake/" not in member:
         return "lib/" + member[len(MULTIARCH) :]
+    if member.startswith("usr/include/x86_64-linux-gnu/"):  # jconfig.h: Debian's multiarch headers
+        return "include/" + member[len("usr/include/x86_64-linux-gnu/") :]
     if member.startswith("usr/include/"):
         return "include/" + member[len("usr/include/") :]
     if member.startswith("usr/bin/"):

@@ -304,6 +304,7 @@ class TorchvisionInfo:
     series: str  # "0.19"
     torch: str  # "2.4.1": the official pair
     webp: bool  # the release decodes WebP through libwebp
+    host_pins: tuple[tuple[str, str], ...] = ()  # (package, conda version spec) of its setup.py
 
 
 @cache
@@ -315,7 +316,8 @@ def _torchvision_rows() -> tuple[TorchvisionInfo, ...]:
                 raise ValueError(
                     f"torchvision.yaml {version}: torch {torch} is not series {row['torch_series']}"
                 )
-            rows.append(TorchvisionInfo(str(version), str(row["series"]), str(torch), bool(row["webp"])))
+            pins = tuple((str(k), str(v)) for k, v in (row.get("host_pins") or {}).items())
+            rows.append(TorchvisionInfo(str(version), str(row["series"]), str(torch), bool(row["webp"]), pins))
     return tuple(rows)
 
 

@@ -100,13 +100,17 @@ def _on_cudas(spec: BuildSpec, selected: list[str], has_cpu: bool) -> When | Non
     return ALWAYS if selected == every and not has_cpu else When(cuda=tuple(selected))
 
 
-def _requirements(spec: BuildSpec, rows: list[dict[str, str]], data: dict, webp: bool) -> Requirements:
+def _requirements(
+    spec: BuildSpec, rows: list[dict[str, str]], data: dict, info: tables.TorchvisionInfo
+) -> Requirements:
     cudas = [r["cuda_version"] for r in rows if r["cuda_version"] != "cpu"]
     has_cpu = len(cudas) < len(rows)
     pin = torch_pin(spec, rows)
     images = data["image_libraries"]
-    image_deps = [Dep(images["png"]), Dep(images["jpeg"])] + ([Dep(images["webp"])] if webp else [])
-    host = [Dep("python"), *(Dep(n) for n in data["host_requirements"]), Dep(pin), *image_deps]
+    image_deps = [Dep(images["png"]), Dep(images["jpeg"])] + ([Dep(images["webp"])] if info.webp else [])
+    pins = dict(info.host_pins)
+    tools = [Dep(f"{n} {pins[n]}" if n in pins else n) for n in data["host_requirements"]]
+    host = [Dep("python"), *tools, Dep(pin), *image_deps]
     run = [Dep("python"), Dep(pin), *(Dep(n) for n in data["run_requirements"]), *image_deps]
     on_cuda = _on_cudas(spec, cudas, has_cpu)
     if on_cuda is not None and not spec.jetson:
@@ -148,7 +152,7 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         build_string=f"py{{{{ python }}}}_{tag or '{{ build_tag }}'}_{spec.build_number}",
         source=dataclasses.replace(source_ref(spec, data), patches=catalog.patches),
         script=Script(env=tuple(env.items()), body=body, passthrough=tuple(data["passthrough"])),
-        requirements=_requirements(spec, rows, data, info.webp),
+        requirements=_requirements(spec, rows, data, info),
         tests=Tests(imports=("torchvision", "torchvision.ops"), commands=(test,), files=("test",)),
         about=about(data),
         variants=variant_matrix(spec.pythons, rows),
