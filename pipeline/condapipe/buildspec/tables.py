@@ -317,7 +317,9 @@ def _torchvision_rows() -> tuple[TorchvisionInfo, ...]:
                     f"torchvision.yaml {version}: torch {torch} is not series {row['torch_series']}"
                 )
             pins = tuple((str(k), str(v)) for k, v in (row.get("host_pins") or {}).items())
-            rows.append(TorchvisionInfo(str(version), str(row["series"]), str(torch), bool(row["webp"]), pins))
+            rows.append(
+                TorchvisionInfo(str(version), str(row["series"]), str(torch), bool(row["webp"]), pins)
+            )
     return tuple(rows)
 
 
