@@ -51,7 +51,10 @@ def check_ops() -> None:
 
 
 def test_image() -> torch.Tensor:
-    return ((torch.arange(3 * 32 * 24) * 7) % 251).to(torch.uint8).reshape(3, 32, 24)
+    """A smooth 3x32x24 image (per-channel ramps): JPEG keeps it within a level or two; noise it
+    does not (a high-frequency pattern at quality 100 differs by ~60 levels in the real 0.21.0)."""
+    y, x = torch.arange(32).view(1, 32, 1), torch.arange(24).view(1, 1, 24)
+    return (4 * y + 3 * x + 40 * torch.arange(3).view(3, 1, 1)).clamp(0, 255).to(torch.uint8)
 
 
 def check_codecs(webp: bool) -> None:
@@ -59,7 +62,7 @@ def check_codecs(webp: bool) -> None:
     assert torch.equal(io.decode_png(io.encode_png(image)), image), "PNG round trip"
     decoded = io.decode_jpeg(io.encode_jpeg(image, quality=100))
     assert decoded.shape == image.shape, decoded.shape
-    assert (decoded.int() - image.int()).abs().float().mean() < 12, "JPEG round trip"
+    assert (decoded.int() - image.int()).abs().float().mean() < 3, "JPEG round trip"
     if webp:
         # No WebP encoder in torchvision: garbage must reach libwebp (its error), not the
         # "not compiled with libwebp support" refusal of a build without it.
