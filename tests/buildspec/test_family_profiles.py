@@ -53,7 +53,7 @@ def load(path: Path) -> dict:
 
 
 def test_every_registered_family_has_a_profile_with_every_section() -> None:
-    assert known_packages() == ("cuda-smoke", "libtorch", "magma", "pytorch")
+    assert known_packages() == ("cuda-smoke", "libtorch", "magma", "pytorch", "torchvision")
     for family in profiles():
         raw = load(family.path / "family.yaml")
         assert family.path == RECIPES / family.folder
@@ -143,7 +143,9 @@ def test_the_upload_rank_order_is_what_it_was() -> None:
         ("pytorch", 30),
         ("pytorch-*", 35),
         ("torch*", 40),
+        ("torchvision", 40),
     ]
+    assert profile("torchvision").upload_ranks == (("torchvision", 40),) and rank("torchvision") == 40
     assert profile("magma").upload_ranks == (("magma*", 10),)
     assert profile("cuda-smoke").upload_ranks == () and rank("cuda-smoke") == 50
 
@@ -154,6 +156,7 @@ def test_the_prerequisites_come_from_the_profiles() -> None:
         "libtorch": ("magma",),
         "magma": (),
         "cuda-smoke": (),
+        "torchvision": (),  # its pytorch comes from a channel, or from `build pytorch --with torchvision`
     }
 
 

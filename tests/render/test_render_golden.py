@@ -43,6 +43,18 @@ CASES: dict[str, tuple[str, ...]] = {
     # libtorch: PyTorch's CMake build without Python (no Python axis), magma on linux-64 only.
     "libtorch-2.4.1-cuda12.4": ("libtorch", "--version", "2.4.1", "--cuda", "12.4"),
     "libtorch-2.5.0-jetson-orin": ("libtorch", "--jetson", "orin"),
+    # torchvision against the pytorch build of the same flags (RTX 5090 seed: 0.19.1 with 2.4.1 for
+    # arch 12.0), the cpu pair 0.21.0 / 2.6.0 (libwebp), and a Python x CUDA x cpu matrix.
+    "torchvision-0.19.1-cuda12.8-py3.8-arch12.0": (
+        "torchvision", "--version", "0.19.1", "--cuda", "12.8", "--python", "3.8", "--arch", "12.0",
+    ),
+    "torchvision-0.21.0-cpu-py3.11": (
+        "torchvision", "--version", "0.21.0", "--cuda", "cpu", "--python", "3.11",
+    ),
+    "torchvision-0.14.1-matrix": (
+        "torchvision", "--version", "0.14.1", "--python", "3.8", "--python", "3.10",
+        "--cuda", "11.8", "--cuda", "cpu",
+    ),
     "magma-cuda110": ("magma", "--cuda", "11.0"),
     "magma-cuda118": ("magma", "--cuda", "11.8"),
     "magma-cuda128": ("magma", "--cuda", "12.8"),

@@ -8,6 +8,7 @@ and for each variant the v0 and v1 requirements, build string and version agree.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -53,8 +54,12 @@ def test_build_sh_passes_bash_n_and_shellcheck(case: str, rendered: dict[str, Pa
 
 
 def _v0_requirements(meta: dict) -> dict[str, list[str]]:
+    """meta.yaml's requirements, a `name ==V[build=B]` spec in the spelling rattler-build prints."""
     req = meta.get("requirements") or {}
-    return {key: [str(d) for d in req.get(key) or []] for key in ("build", "host", "run", "run_constrained")}
+    return {
+        key: [re.sub(r"\[build=([^\]]+)\]$", r" \1", str(d)) for d in req.get(key) or []]
+        for key in ("build", "host", "run", "run_constrained")
+    }
 
 
 def _v1_requirements(recipe: dict) -> dict[str, list[str]]:

@@ -89,6 +89,11 @@ class BuildSpec:
     # --jetson BOARD: the build targets that board with the CUDA/cuDNN of its JetPack
     # (condapipe.buildspec.jetson, data/jetson.yaml); None for every other build.
     jetson: str | None = None
+    # The exact builds of other families this package is built against, (family, build): a build
+    # number of that family's own build string (torchvision built in one plan with its pytorch), or
+    # a whole build string (a package made elsewhere, e.g. a repackaged wheel). () when the family
+    # builds against none, or against any build number (a torchvision built alone).
+    against: tuple[tuple[str, str], ...] = ()
 
     @property
     def cudas(self) -> tuple[str, ...]:
@@ -118,6 +123,7 @@ class BuildSpec:
             "extra_env": dict(self.extra_env),
             "warnings": list(self.warnings),
             "jetson": self.jetson,
+            **({"against": dict(self.against)} if self.against else {}),
         }
 
 
@@ -282,11 +288,15 @@ def build_spec(
     if CPU in cudas and not rules.cpu_allowed:
         raise UsageError(f"{package} is a CUDA package: --cuda cpu is not valid for it")
 
-    # --- version
+    # --- version (and, for torch-versioned families, the PyTorch release whose series rules apply)
     version, torch = _version(package, rules, settings, cudas, warnings)
+    torch_version = tables.torchvision_info(version).torch if rules.version == "torchvision" else version
 
     # --- Pythons
-    pythons = _pythons(package, rules, settings, torch, from_cli)
+    what = package if torch is None else f"{package} {torch.series}"
+    if rules.version == "torchvision":
+        what = f"{package} {version} (built against pytorch {torch_version})"
+    pythons = _pythons(what, package, rules, settings, torch, from_cli)
 
     # --- platform, BLAS
     if not rules.blas and "blas" in from_cli:
@@ -336,13 +346,14 @@ def build_spec(
         and not settings.get("source")
     ):
         warnings.append(f"magma {version}: no sha256 known for {source.url}; the download is not verified")
-    extra_env = _env(settings, torch.extra_env if torch else ())
+    # The series' required env is PyTorch's own build's (a torchvision build takes its ABI from torch).
+    extra_env = _env(settings, torch.extra_env if torch and rules.version == "pytorch" else ())
     if torch is not None:
         for cuda in cudas:
-            refusal = tables.compile_refusal(version, cuda)
+            refusal = tables.compile_refusal(torch_version, cuda)
             if refusal:
                 raise UsageError(refusal)
-        _check_cudas_shipped(version, torch, cudas, warnings)
+        _check_cudas_shipped(torch_version, torch, cudas, warnings)
     return BuildSpec(
         package=package,
         version=version,
@@ -367,6 +378,12 @@ def _version(
         if not given:
             raise UsageError(f"{package} needs --version; valid: {' '.join(tables.pytorch_versions())}")
         return given, tables.pytorch_info(given)
+    if rules.version == "torchvision":
+        # A torchvision release is built against exactly one PyTorch release (torchvision.yaml):
+        # that release's series decides the Pythons, cuDNN and arch defaults, as for pytorch.
+        if not given:
+            raise UsageError(f"{package} needs --version; valid: {' '.join(tables.torchvision_versions())}")
+        return given, tables.pytorch_info(tables.torchvision_info(given).torch)
     if rules.version == "magma":
         per_cuda = {c: tables.cuda_info(c).magma.version for c in cudas}
         distinct = sorted(set(per_cuda.values()), key=Version)
@@ -411,6 +428,7 @@ def _check_version_text(text: str) -> None:
 
 
 def _pythons(
+    what: str,
     package: str,
     rules: FamilyRules,
     settings: dict[str, Any],
@@ -432,10 +450,7 @@ def _pythons(
     if valid is not None:
         bad = [p for p in pythons if p not in valid]
         if bad:
-            raise UsageError(
-                f"{package} {torch.series if torch else ''} does not support Python "
-                f"{' '.join(bad)}; valid: {' '.join(valid)}"
-            )
+            raise UsageError(f"{what} does not support Python {' '.join(bad)}; valid: {' '.join(valid)}")
     return sorted(pythons, key=Version)
 
 

@@ -88,6 +88,8 @@ def fill_defaults(
         )
         out["cuda"] = [cuda]
         choices.append(Choice("cuda", cuda, reason))
+    if rules.version == "torchvision":
+        return _torchvision_python(out, choices, python)
     if rules.version != "pytorch":
         return out, tuple(choices)
     cudas = _cudas(out.get("cuda"))
@@ -101,6 +103,23 @@ def fill_defaults(
         py, reason = _choose_python(info, str(out["version"]), python or running_python())
         out["python"] = [py]
         choices.append(Choice("python", py, reason))
+    return out, tuple(choices)
+
+
+def _torchvision_python(
+    out: dict[str, Any], choices: list[Choice], python: str | None
+) -> tuple[dict[str, Any], tuple[Choice, ...]]:
+    """A torchvision build without --python takes a Python of the PyTorch release it pairs with
+    (its version stays required: it names the pair)."""
+    if _pythons(out.get("python")) or not out.get("version"):
+        return out, tuple(choices)
+    try:
+        torch = tables.torchvision_info(str(out["version"])).torch
+    except UsageError:
+        return out, tuple(choices)  # build_spec names the valid versions
+    py, reason = _choose_python(tables.pytorch_info(torch), torch, python or running_python())
+    out["python"] = [py]
+    choices.append(Choice("python", py, reason))
     return out, tuple(choices)
 
 

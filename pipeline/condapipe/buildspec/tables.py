@@ -1,4 +1,4 @@
-"""Typed access to the data tables (pipeline/data/cuda.yaml, pytorch.yaml).
+"""Typed access to the data tables (pipeline/data/cuda.yaml, pytorch.yaml, torchvision.yaml).
 
 Version-dependent knowledge lives in YAML so that supporting a new CUDA or PyTorch release is a
 data edit; this module only loads, types and looks entries up, and turns unknown versions into
@@ -300,6 +300,58 @@ def compile_refusal(version: str, cuda: str) -> str | None:
             f"pytorch {version} cannot be compiled with CUDA {cuda}: {' '.join(rule['reason'].split())}{hint}"
         )
     return None
+
+
+# ---------------------------------------------------------------- torchvision.yaml
+
+
+@dataclass(frozen=True)
+class TorchvisionInfo:
+    """One torchvision release and the PyTorch release it is built against (torchvision.yaml)."""
+
+    version: str  # "0.19.1"
+    series: str  # "0.19"
+    torch: str  # "2.4.1": the official pair
+    webp: bool  # the release decodes WebP through libwebp
+    host_pins: tuple[tuple[str, str], ...] = ()  # (package, conda version spec) of its setup.py
+
+
+@cache
+def _torchvision_rows() -> tuple[TorchvisionInfo, ...]:
+    rows: list[TorchvisionInfo] = []
+    for row in _load("torchvision.yaml")["series"]:
+        for version, torch in row["pairs"].items():
+            if pytorch_info(str(torch)).series != str(row["torch_series"]):  # a data error
+                raise ValueError(
+                    f"torchvision.yaml {version}: torch {torch} is not series {row['torch_series']}"
+                )
+            pins = tuple((str(k), str(v)) for k, v in (row.get("host_pins") or {}).items())
+            rows.append(
+                TorchvisionInfo(str(version), str(row["series"]), str(torch), bool(row["webp"]), pins)
+            )
+    return tuple(rows)
+
+
+def torchvision_versions() -> tuple[str, ...]:
+    """Every known torchvision release, oldest first."""
+    return tuple(row.version for row in _torchvision_rows())
+
+
+def torchvision_info(version: str) -> TorchvisionInfo:
+    """One torchvision release; an unknown version lists the valid ones."""
+    for row in _torchvision_rows():
+        if row.version == version.strip():
+            return row
+    raise UsageError(f"unknown torchvision version {version!r}; valid: {' '.join(torchvision_versions())}")
+
+
+def torchvision_for_torch(torch: str) -> TorchvisionInfo:
+    """The torchvision release paired with the PyTorch release ``torch``; UsageError when none is."""
+    for row in _torchvision_rows():
+        if row.torch == torch.strip():
+            return row
+    paired = " ".join(sorted({r.torch for r in _torchvision_rows()}, key=Version))
+    raise UsageError(f"no torchvision release pairs with pytorch {torch}; paired releases: {paired}")
 
 
 ENV_READERS = ("wheel-cmake", "wheel-python", "setup", "tool", "doc")

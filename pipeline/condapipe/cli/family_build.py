@@ -54,6 +54,7 @@ class FamilyBuild:
     variant: str | None = None  # --variant ID: build only that variant of the plan
     channels: ChannelSetup | None = None  # probed channels: the plan's environments are solved first
     doctor_command: str = "condapipe doctor"  # the doctor command that checks this same target
+    companions: tuple[str, ...] = ()  # --with FAMILY: built against the spec in the same plan
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
                 f"doctor: {finding.level}: {finding.message} (fix: {finding.fix})", soft_wrap=True
             )
     if request.dry_run:
-        plan = make_family_plan(request.spec, options, request.variant)
+        plan = make_family_plan(request.spec, options, request.variant, request.companions)
         rows = describe(plan)
         resolution = resolve_before_building(
             plan, request.channels, run_tests=options.run_tests, dry_run=True, as_json=request.as_json
@@ -148,7 +149,7 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
             raise resolution.problem()
         return None
     doctor.raise_if_blocking(force=request.force, doctor_command=request.doctor_command)
-    plan = make_family_plan(request.spec, options, request.variant)
+    plan = make_family_plan(request.spec, options, request.variant, request.companions)
     resolution = resolve_before_building(
         plan, request.channels, run_tests=options.run_tests, dry_run=False, as_json=request.as_json
     )

@@ -80,6 +80,18 @@ def spec_options(func: F) -> F:
     return func
 
 
+def with_option(func: F) -> F:
+    """--with FAMILY (repeatable): build a family that is built against the package in the same plan."""
+    return click.option(
+        "--with",
+        "companions",
+        multiple=True,
+        metavar="FAMILY",
+        help="Also build FAMILY against this build, in the same plan and after it (e.g. pytorch "
+        "--with torchvision: the paired release, same Python, CUDA and archs, pinned to this build).",
+    )(func)
+
+
 def single_cuda_option(default: str | None, help_text: str) -> Callable[[F], F]:
     """--cuda for commands about one build (patches, verify): one value, not repeatable."""
     return click.option(

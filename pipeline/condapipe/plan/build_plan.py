@@ -21,8 +21,9 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from condapipe.buildspec import tables
 from condapipe.buildspec.build_spec import BuildSpec, CudaVariant, Source
-from condapipe.buildspec.families import cuda_table_package, profile
+from condapipe.buildspec.families import cuda_table_package, family_facts, family_rules, profile
 from condapipe.errors import UsageError
 from condapipe.plan import steps as act
 from condapipe.plan.channels import gateway
@@ -61,6 +62,8 @@ def spec_inputs(spec: BuildSpec) -> dict[str, Any]:
     """The spec as plain JSON data (arch lists in pytorch spelling, paths as strings)."""
     data = dataclasses.asdict(spec)
     data.pop("warnings", None)  # messages about the spec, not part of what gets built
+    if not data.get("against"):  # built against nothing in particular: every other spec's inputs
+        data.pop("against", None)  # stay what they were before the field existed
     data["cuda_variants"] = [
         {"cuda": v.cuda, "cudnn": v.cudnn, "archs": v.archs.torch_arch_list() if v.archs else None}
         for v in spec.cuda_variants
@@ -81,6 +84,43 @@ def prerequisite_spec(family: str, spec: BuildSpec, variant: CudaVariant) -> Bui
     from condapipe.buildspec.build_spec import build_spec
 
     return build_spec(family, {"cuda": [variant.cuda], "platform": spec.platform})
+
+
+def companion_spec(family: str, spec: BuildSpec) -> BuildSpec:
+    """The spec of `family` built against `spec` in the same plan (`--with FAMILY`).
+
+    The companion's profile names the family it is built against (`built_against`); its release is
+    the one that pairs with `spec`'s (torchvision.yaml for torchvision), with the same Pythons,
+    platform and, per CUDA variant, the same arch list and cuDNN, and it pins `spec`'s build number.
+    """
+    from condapipe.buildspec.build_spec import build_spec
+
+    against = family_facts(family).get("built_against")
+    if against != spec.package:
+        raise UsageError(
+            f"--with {family}: {family} is built against {against or 'no other family'}, not {spec.package}"
+        )
+    version = spec.version
+    if family_rules(family).version == "torchvision":
+        version = tables.torchvision_for_torch(spec.version).version
+    settings = {
+        "version": version,
+        "python": list(spec.pythons),
+        "cuda": list(spec.cudas),
+        "platform": spec.platform,
+    }
+    companion = build_spec(family, settings)
+    variants = tuple(
+        dataclasses.replace(mine, archs=theirs.archs, cudnn=theirs.cudnn)
+        for mine, theirs in zip(companion.cuda_variants, spec.cuda_variants, strict=True)
+    )
+    return dataclasses.replace(
+        companion,
+        cuda_variants=variants,
+        jetson=spec.jetson,
+        against=((spec.package, str(spec.build_number)),),
+        warnings=(),  # the spec's own warnings were printed for it
+    )
 
 
 def prerequisite_package(family: str, variant: CudaVariant) -> str:
@@ -177,8 +217,9 @@ def _uses_prerequisite(spec: BuildSpec, family: str) -> bool:
     return bool(check(spec)) if callable(check) else True
 
 
-def family_jobs(spec: BuildSpec) -> list[Job]:
-    """Prerequisite jobs (once per CUDA) then one job per variant of `spec`."""
+def family_jobs(spec: BuildSpec, companions: Sequence[str] = ()) -> list[Job]:
+    """Prerequisite jobs (once per CUDA), one job per variant of `spec`, then one job per variant
+    of each companion family (`--with`), each needing the variant of `spec` it is built against."""
     jobs: list[Job] = []
     prereq_labels: dict[str, list[str]] = {}
     for family in profile(spec.package).prerequisites:
@@ -210,7 +251,19 @@ def family_jobs(spec: BuildSpec) -> list[Job]:
                 platform=spec.platform,
             )
         )
+    primary = {_variant_key(job.spec): job.label for job in jobs if not job.prerequisite and job.spec}
+    for family in dict.fromkeys(companions):
+        for vspec in _variant_specs(companion_spec(family, spec)):
+            needs = (primary[_variant_key(vspec)],)
+            jobs.append(
+                Job(_label(vspec), vspec.package, spec=vspec, needs_jobs=needs, platform=spec.platform)
+            )
     return jobs
+
+
+def _variant_key(spec: BuildSpec) -> tuple[str, tuple[str, ...]]:
+    """(CUDA, Pythons) of a one-variant spec: how a companion's variant finds its own."""
+    return (spec.cuda_variants[0].cuda if spec.cuda_variants else "", spec.pythons)
 
 
 def recipe_name(recipe_dir: Path) -> str:
@@ -299,12 +352,17 @@ def select_variant(jobs: Sequence[Job], variant: str | None) -> list[Job]:
     return chosen
 
 
-def make_family_plan(spec: BuildSpec, options: PlanOptions, variant: str | None = None) -> Plan:
-    """The plan for `condapipe build <family>`: prerequisites, then each variant (or only `variant`)."""
-    request = {"package": spec.package, "spec": spec_inputs(spec)}
+def make_family_plan(
+    spec: BuildSpec, options: PlanOptions, variant: str | None = None, companions: Sequence[str] = ()
+) -> Plan:
+    """The plan for `condapipe build <family> [--with COMPANION]`: prerequisites, then each variant,
+    then each companion's variants (or only `variant`)."""
+    request: dict[str, Any] = {"package": spec.package, "spec": spec_inputs(spec)}
+    if companions:
+        request["with"] = list(dict.fromkeys(companions))
     if variant is not None:
         request["variant"] = variant
-    return make_plan_for_jobs(select_variant(family_jobs(spec), variant), options, request)
+    return make_plan_for_jobs(select_variant(family_jobs(spec, companions), variant), options, request)
 
 
 def make_recipe_plan(

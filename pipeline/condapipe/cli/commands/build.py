@@ -23,6 +23,7 @@ from condapipe.cli.flags import (
     output_dir_option,
     settings_from_flags,
     spec_options,
+    with_option,
     work_dir_option,
 )
 from condapipe.cli.output import echo_lines
@@ -146,6 +147,7 @@ def _explicit_compile_cache(settings: Settings) -> tuple[tuple[str, str], ...]:
     help="Build only this variant of the plan (IDs: `condapipe plan PACKAGE …`); its prerequisites "
     "must be in a channel in use (-c), as in the CI jobs `condapipe plan --emit` writes.",
 )
+@with_option
 @dry_run_option
 @json_option
 def command(
@@ -163,6 +165,7 @@ def command(
     force: bool,
     compile_cache: str | None,
     variant: str | None,
+    companions: tuple[str, ...],
     dry_run: bool,
     as_json: bool,
     **spec_params: Any,
@@ -212,7 +215,11 @@ def command(
         if variant is not None:  # an unknown ID is refused before doctor runs
             from condapipe.plan.build_plan import family_jobs, select_variant
 
-            select_variant(family_jobs(spec), variant)
+            select_variant(family_jobs(spec, companions), variant)
+        elif companions:  # an unknown or unrelated family is refused before doctor runs
+            from condapipe.plan.build_plan import family_jobs
+
+            family_jobs(spec, companions)
         if not dry_run and archive_source(settings) is not None:  # the engine gets a safely unpacked folder
             settings = unpacked_source(settings, work_dir)
             spec, _ = machine_spec(settings, work_dir=work_dir, quiet=True)
@@ -239,9 +246,12 @@ def command(
                 doctor_command=doctor_command(
                     settings, choices, work_dir=work_dir, output_dir=output_dir, engine=engine
                 ),
+                companions=companions,
             )
         )
         return
+    if companions:
+        raise UsageError(f"--with only applies to package families, not to the recipe directory {target}")
     if variant is not None:
         raise UsageError(f"--variant only applies to package families, not to the recipe directory {target}")
     extra = sorted(k for k, v in spec_params.items() if _given(v) and k not in _DIR_FLAGS)

@@ -13,7 +13,13 @@ from typing import Any
 import click
 
 from condapipe import __version__
-from condapipe.cli.flags import dependency_channels_option, json_option, settings_from_flags, spec_options
+from condapipe.cli.flags import (
+    dependency_channels_option,
+    json_option,
+    settings_from_flags,
+    spec_options,
+    with_option,
+)
 from condapipe.cli.output import console, print_json
 from condapipe.cli.plan_text import step_groups
 from condapipe.engines import ENGINE_NAMES
@@ -84,6 +90,7 @@ def _check_ci_values(channels: tuple[str, ...], upload_channel: str | None, inst
     metavar="ORG",
     help="anaconda.org owner the publish job uploads to (default: the ANACONDA_CHANNEL CI variable).",
 )
+@with_option
 @json_option
 def command(
     package: str | None,
@@ -98,6 +105,7 @@ def command(
     runner_python: str,
     install: str,
     upload_channel: str | None,
+    companions: tuple[str, ...],
     as_json: bool,
     **spec_params: Any,
 ) -> None:
@@ -125,7 +133,7 @@ def command(
         channels=channels,
         run_tests=not no_test,
     )
-    plan = make_family_plan(spec, options)
+    plan = make_family_plan(spec, options, companions=companions)
     if emit is None:
         variants, rows = ci_variants(plan), describe(plan)
         if as_json:
@@ -142,6 +150,7 @@ def command(
     build_flags += [x for chan in job_channels for x in ("--channel", chan)]
     build_flags += ["--no-test"] if no_test else []
     build_flags += ["--compile-cache", compile_cache] if compile_cache else []
+    build_flags += [x for family in dict.fromkeys(companions) for x in ("--with", family)]
     request = CiRequest(
         package=spec.package,
         spec_flags=spec_flags(settings, choices),
