@@ -23,6 +23,9 @@ mkdir -p "$out" "$site"
 } | tee "$out/env.txt"
 t0=$(date +%s)
 tar -xJf "$root/.postbuild/site-cp312.tar.xz" -C "$site" || exit 3
+for whl in "$root"/.postbuild/extra/*.whl; do  # more cp312 wheels (backports.zstd for conda-package-streaming)
+    [ -e "$whl" ] && python3 -m zipfile -e "$whl" "$site"
+done
 # condapipe itself, laid out as pyproject's package-dir maps it (no build backend needed)
 rm -rf "$site/condapipe" && cp -r "$root/pipeline/condapipe" "$site/condapipe"
 cp -r "$root/recipes" "$site/condapipe/recipes" && cp -r "$root/patches" "$site/condapipe/patches"

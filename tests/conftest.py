@@ -92,3 +92,14 @@ def real_conda(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPat
     _works.cache_clear()
     yield bin_dir
     _works.cache_clear()
+
+
+@pytest.fixture
+def redis(tmp_path: Path) -> Iterator[str]:
+    """A Redis server on 127.0.0.1 for this test only (no persistence), stopped afterwards: sccache's
+    shared store. (Defined here, not in a tests/<stage>/conftest.py: a second module named `conftest`
+    would shadow this one for the tests that import its helpers.)"""
+    from redis_helpers import redis_server
+
+    with redis_server(tmp_path / "redis") as url:
+        yield url
