@@ -125,3 +125,30 @@ def test_not_a_wheel_is_a_one_line_usage_error(tmp_path: Path) -> None:
     junk.write_bytes(b"not a zip")
     code, _, err = condapipe("wheels", str(junk), "--to", str(tmp_path / "ch"), cwd=tmp_path)
     assert code == 2 and "not a readable wheel" in err and len(err.strip().splitlines()) == 1
+
+
+def test_mkl_devel_gets_the_library_links_its_conda_package_has(tmp_path: Path) -> None:
+    """Wheels hold no symlinks; conda's mkl-devel is the libmkl_*.so -> .so.2 links FindMKL links."""
+    wheels = tmp_path / "w"
+    lib = "mkl-2023.1.0.data/data/lib"
+    _wheel(wheels, "mkl", "2023.1.0", {f"{lib}/libmkl_core.so.2": "elf", f"{lib}/libmkl_rt.so.2": "elf"})
+    _wheel(wheels, "mkl_devel", "2023.1.0", {}, "Requires-Dist: mkl (==2023.1.0)\n")
+    code, _, err = condapipe("wheels", str(wheels), "--to", str(tmp_path / "ch"), cwd=tmp_path)
+    assert code == 0, err
+    prefix = tmp_path / "env"
+    assert install(tmp_path / "ch", ["python", "mkl-devel"], prefix, tmp_path / "cache") == [
+        "mkl",
+        "mkl-devel",
+        "python",
+    ]
+    for name in ("libmkl_core", "libmkl_rt"):
+        link = prefix / "lib" / f"{name}.so"
+        assert link.is_symlink() and link.readlink() == Path(f"{name}.so.2") and link.read_text() == "elf"
+
+
+def test_a_devel_wheel_without_its_base_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    wheels = tmp_path / "w"
+    _wheel(wheels, "mkl_devel", "2023.1.0", {}, "Requires-Dist: mkl (==2023.1.0)\n")
+    code, _, err = condapipe("wheels", str(wheels), "--to", str(tmp_path / "ch"), cwd=tmp_path)
+    assert code == 2 and "mkl-devel needs the mkl 2023.1.0 wheel beside it" in err
+    assert not (tmp_path / "ch").exists()

@@ -25,7 +25,7 @@ import re
 import stat
 import sys
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
@@ -289,21 +289,60 @@ def wheel_package(path: Path, target: TargetPython) -> WheelPackage:
     )
 
 
-def _with_dev_links(pkg: WheelPackage, packages: list[WheelPackage]) -> WheelPackage:
-    """A -devel package with the unversioned library links its conda package has (wheel_packages.yaml)."""
-    rule = wheel_dev_links().get(pkg.name)
+@dataclass(frozen=True)
+class WheelListing:
+    """What a wheel becomes, read from its name, METADATA and member list only (no file contents)."""
+
+    name: str  # conda name
+    version: str
+    paths: tuple[str, ...]  # where its files go in the prefix
+    origin: str
+
+
+def wheel_listing(path: Path, target: TargetPython) -> WheelListing:
+    """The cheap first look at a wheel: every wheel is checked this way before any is packed."""
+    path = Path(path)
+    match = _WHEEL_NAME.match(path.name)
+    if not path.is_file() or match is None:
+        raise UsageError(f"{path}: not a wheel file (name-version-python-abi-platform.whl)")
+    _check_tags(path, match["py"], match["abi"], match["plat"], target)
+    dist_name, dist_version = match["name"], match["version"]
+    dist_data = f"{dist_name}-{dist_version}.data"
+    try:
+        with zipfile.ZipFile(path) as wheel:
+            infos = wheel.infolist()
+            if len(infos) > _MAX_MEMBERS:
+                raise UsageError(f"{path}: {len(infos)} members, more than a wheel of a package has")
+            meta = email.parser.BytesParser().parsebytes(
+                wheel.read(f"{dist_name}-{dist_version}.dist-info/METADATA")
+            )
+            paths = tuple(
+                _member_path(dist_data, canonicalize_name(dist_name), i.filename, target)
+                for i in infos
+                if not i.is_dir() and not stat.S_ISLNK(i.external_attr >> 16)
+            )
+    except KeyError as exc:
+        raise UsageError(f"{path}: not a wheel ({exc.args[0]} missing)") from None
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise UsageError(f"{path}: not a readable wheel ({exc})") from None
+    name = conda_name(meta.get("Name") or dist_name)
+    return WheelListing(name, _conda_version(meta.get("Version") or dist_version), paths, path.name)
+
+
+def dev_links(name: str, version: str, listings: list[WheelListing], origin: str) -> list[PackageFile]:
+    """The unversioned library links a -devel package's conda package has (wheel_packages.yaml)."""
+    rule = wheel_dev_links().get(name)
     if rule is None:
-        return pkg
-    base = next((p for p in packages if p.name == rule["of"] and p.version == pkg.version), None)
+        return []
+    base = next((w for w in listings if w.name == rule["of"] and w.version == version), None)
     if base is None:
-        raise UsageError(f"{pkg.origin}: {pkg.name} needs the {rule['of']} {pkg.version} wheel beside it")
+        raise UsageError(f"{origin}: {name} needs the {rule['of']} {version} wheel beside it")
     suffix = rule["suffix"]
-    links = [
-        PackageFile(f.path[: -len(suffix)], link_target=PurePosixPath(f.path).name)
-        for f in base.files
-        if PurePosixPath(f.path).match(rule["glob"]) and f.path.endswith(suffix)
+    return [
+        PackageFile(p[: -len(suffix)], link_target=PurePosixPath(p).name)
+        for p in base.paths
+        if PurePosixPath(p).match(rule["glob"]) and p.endswith(suffix)
     ]
-    return replace(pkg, files=tuple(sorted((*pkg.files, *links), key=lambda f: f.path)))
 
 
 def write_wheel_package(pkg: WheelPackage, dest_dir: Path, subdir: str) -> Path:
@@ -317,19 +356,27 @@ def write_wheel_package(pkg: WheelPackage, dest_dir: Path, subdir: str) -> Path:
 
 
 def make_wheel_channel(
-    channel_dir: Path, wheels: Iterable[Path], *, with_python: bool = True, subdir: str = "linux-64"
+    channel_dir: Path, wheels: Sequence[Path], *, with_python: bool = True, subdir: str = "linux-64"
 ) -> list[Path]:
     """Each wheel as a conda package for the running CPython (and that CPython as `python`); indexed."""
     channel_dir = Path(channel_dir)
     target = running_python()
-    packages = [wheel_package(w, target) for w in wheels]  # every wheel checked before anything is written
+    listings = [wheel_listing(w, target) for w in wheels]  # every wheel checked before anything is written
     seen: dict[str, str] = {}
-    for pkg in packages:
-        if pkg.name in seen:
-            raise UsageError(f"two wheels of {pkg.name}: {seen[pkg.name]} and {pkg.origin}; keep one")
-        seen[pkg.name] = pkg.origin
-    packages = [_with_dev_links(p, packages) for p in packages]
-    written = [write_wheel_package(p, channel_dir / subdir, subdir) for p in packages]
+    for listing in listings:
+        if listing.name in seen:
+            raise UsageError(
+                f"two wheels of {listing.name}: {seen[listing.name]} and {listing.origin}; keep one"
+            )
+        seen[listing.name] = listing.origin
+        dev_links(listing.name, listing.version, listings, listing.origin)  # its base wheel is there
+    written = []
+    for wheel in wheels:  # one wheel's bytes in memory at a time
+        pkg = wheel_package(wheel, target)
+        links = dev_links(pkg.name, pkg.version, listings, pkg.origin)
+        if links:
+            pkg = replace(pkg, files=tuple(sorted((*pkg.files, *links), key=lambda f: f.path)))
+        written.append(write_wheel_package(pkg, channel_dir / subdir, subdir))
     if with_python:
         written.append(write_python_package(channel_dir / subdir, subdir))
     (channel_dir / "noarch").mkdir(parents=True, exist_ok=True)
