@@ -105,10 +105,8 @@ def output_file(value: str | os.PathLike[str] | None, what: str, *, force: bool)
         st = os.stat(path)
     except FileNotFoundError:
         st = None
-    except OSError as exc:
-        raise UsageError(
-            f"{what} {path}: cannot use this path ({exc.strerror}); name a file in a folder"
-        ) from None
+    # any other OSError (a file where a folder is needed, no permission) goes to the CLI's errno
+    # mapping: one line with the path and the fix, exit 3, like every other unusable destination
     if st is not None:
         if stat.S_ISDIR(st.st_mode):
             raise UsageError(f"{what} {path}: is a directory; name a file")

@@ -173,7 +173,7 @@ def test_an_errno_met_for_real_reaches_the_user_as_that_one_line(
     (tmp_path / "a-file").write_text("x")
     code, _, err = _run(["plan", "cuda-smoke", *SMOKE, "--emit", "json", "-o", "a-file/plan.json"])
     assert code == 3
-    assert (
-        err.strip()
-        == "error: a-file: is a file where a folder is needed (fix: rename that file or choose another path)"
+    assert err.strip() == (
+        "error: a-file/plan.json: a part of the path is a file, not a folder "
+        "(fix: rename that file or choose another path)"
     )

@@ -9,6 +9,7 @@ recipe model in memory (nothing written); recipe directories from their recipe.y
 from __future__ import annotations
 
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -115,6 +116,13 @@ def _deps(value: Any) -> list[str]:
 def render_job(job: Job, build_platform: str, run_tests: bool) -> list[RecipeFacts]:
     """The environments of `job`, one RecipeFacts per variant its recipe renders to; [] when only a
     meta.yaml exists (conda-build renders and solves that itself, before it compiles)."""
+    # py-rattler-build writes a recipe given as text into a folder (a temp one of its own, never
+    # removed, unless told where): a scratch folder of ours, removed afterwards.
+    with tempfile.TemporaryDirectory(prefix="condapipe-render-") as scratch:
+        return _render_job(job, build_platform, run_tests, Path(scratch))
+
+
+def _render_job(job: Job, build_platform: str, run_tests: bool, scratch: Path) -> list[RecipeFacts]:
     import rattler_build as rb
 
     from condapipe.engines.base import V1_RECIPE
@@ -125,7 +133,7 @@ def render_job(job: Job, build_platform: str, run_tests: bool) -> list[RecipeFac
         from condapipe.render.v1 import recipe_yaml
 
         model = build_model(job.spec)
-        recipe = rb.Stage0Recipe.from_yaml(recipe_yaml(model))
+        recipe = rb.Stage0Recipe.from_yaml(recipe_yaml(model), recipe_dir=scratch)
         keys = {key: list(values) for key, values in model.variants.keys}
         zips = [list(group) for group in model.variants.zip_keys] or None
         variants = rb.VariantConfig(keys, zips)
