@@ -62,6 +62,9 @@ def _build(project: Path, recipe: Path) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group, as a shell gives a foreground job
+        # a terminal's foreground job gets SIGINT's default action even when this test runs where
+        # SIGINT is ignored (a job a non-interactive shell put in the background inherits SIG_IGN)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
