@@ -183,6 +183,15 @@ def _check_tags(path: Path, py: str, abi: str, plat: str, target: TargetPython) 
         raise UsageError(f"{path.name}: platform {plat} is not linux x86_64")
 
 
+def _wheel_name(path: Path, target: TargetPython) -> re.Match[str]:
+    """The parts of a wheel's file name, refused unless it is a wheel for `target` (linux x86_64)."""
+    match = _WHEEL_NAME.match(path.name)
+    if not path.is_file() or match is None:
+        raise UsageError(f"{path}: not a wheel file (name-version-python-abi-platform.whl)")
+    _check_tags(path, match["py"], match["abi"], match["plat"], target)
+    return match
+
+
 def _member_path(dist_data: str, name: str, posix: str, target: TargetPython) -> str:
     """Where a wheel member goes in the prefix (its .data trees as pip installs them)."""
     parts = PurePosixPath(posix).parts
@@ -232,10 +241,7 @@ def _entry_points(text: str) -> list[tuple[str, str, str]]:
 def wheel_package(path: Path, target: TargetPython) -> WheelPackage:
     """The conda package of one wheel file for `target`; the archive is read, never extracted."""
     path = Path(path)
-    match = _WHEEL_NAME.match(path.name)
-    if not path.is_file() or match is None:
-        raise UsageError(f"{path}: not a wheel file (name-version-python-abi-platform.whl)")
-    _check_tags(path, match["py"], match["abi"], match["plat"], target)
+    match = _wheel_name(path, target)
     dist_name, dist_version = match["name"], match["version"]
     dist_info, dist_data = f"{dist_name}-{dist_version}.dist-info", f"{dist_name}-{dist_version}.data"
     files: dict[str, PackageFile] = {}
@@ -302,10 +308,7 @@ class WheelListing:
 def wheel_listing(path: Path, target: TargetPython) -> WheelListing:
     """The cheap first look at a wheel: every wheel is checked this way before any is packed."""
     path = Path(path)
-    match = _WHEEL_NAME.match(path.name)
-    if not path.is_file() or match is None:
-        raise UsageError(f"{path}: not a wheel file (name-version-python-abi-platform.whl)")
-    _check_tags(path, match["py"], match["abi"], match["plat"], target)
+    match = _wheel_name(path, target)
     dist_name, dist_version = match["name"], match["version"]
     dist_data = f"{dist_name}-{dist_version}.data"
     try:
