@@ -8,6 +8,7 @@ run line is run under bash with hostile values), canary secrets, output paths, -
 build-tool channel and source archives (tests/fuzz/round3.py) and the `secret` and `injection` classes.
 
     python3 scripts/fuzz_cli.py [--count 5000] [--seed 25] [--workers 0] [--timeout 30] [--keep DIR]
+                                [--report FILE]
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=0, help="parallel invocations (0: all cores)")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds before an invocation is a hang")
     parser.add_argument("--keep", type=Path, help="sandbox root to keep (default: a temp dir, removed)")
+    parser.add_argument("--report", type=Path, help="also write the summary as JSON to this file")
     args = parser.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="condapipe-fuzz-"))
     start = time.monotonic()
@@ -52,6 +54,8 @@ def main() -> int:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
     report = summary(results)
+    if args.report:
+        args.report.write_text(json.dumps(report, indent=1) + "\n")
     print(f"seed {args.seed}: {report['invocations']} invocations in {time.monotonic() - start:.0f}s")
     print(f"per command: {json.dumps(report['commands'])}")
     print(f"exit codes: {json.dumps(report['exit_codes'])}")

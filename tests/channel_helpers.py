@@ -117,3 +117,30 @@ def silent_server() -> Iterator[str]:
         for conn in held:
             conn.close()
         sock.close()
+
+
+@contextmanager
+def slow_server(delay: float) -> Iterator[tuple[str, list[str]]]:
+    """A host that answers every request "404 Not Found", each after `delay` seconds; yields its
+    channel URL and the paths asked for (a channel's index is several requests: each one alone
+    stays under a client's per-request timeout, all of them together do not)."""
+    asked: list[str] = []
+
+    class Slow(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            threading.Event().wait(delay)
+            self.send_error(404)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/channel", asked
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -32,6 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from channel_helpers import closed_port_url
+
 from fuzz import archives, round3
 from fuzz.case import CANARY, Case
 
@@ -48,6 +50,13 @@ CLASSES = (
     "injection",
 )
 LEFTOVER_MARKS = (".tmp", ".old-", ".condapipe-fix-", ".condapipe-verify-", ".part")
+# Remote channels fail at once, as on a machine without network, whatever network this one has
+# (a network that swallows packets would make every resolving case wait out its timeout).
+_NO_NETWORK = {
+    **{var: closed_port_url() for var in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")},
+    "NO_PROXY": "127.0.0.1",
+    "no_proxy": "127.0.0.1",
+}
 LIMIT_ENV = {"CONDAPIPE_MAX_UNPACK_BYTES": str(32 << 20), "CONDAPIPE_MAX_UNPACK_FILES": "2000"}
 
 
@@ -431,6 +440,7 @@ def _child(box: Path, argv: list[str]) -> None:
     try:
         os.chdir(box / "work")
         os.environ.update({"HOME": str(box / "work" / "home"), "TMPDIR": str(box / "tmp"), **LIMIT_ENV})
+        os.environ.update(_NO_NETWORK)
         for var in ("BINSTAR_API_TOKEN", "ANACONDA_API_TOKEN"):
             os.environ.pop(var, None)
         import tempfile
@@ -560,7 +570,17 @@ def run(
     timeout: float = 30.0,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[Result]:
-    """Run every case in its sandbox under ROOT, `workers` at a time; returns the checked results."""
+    """Run every case in its sandbox under ROOT, `workers` at a time; returns the checked results.
+
+    Call it in a fresh interpreter (scripts/fuzz_cli.py): a forked child inherits none of its
+    parent's threads, so once py-rattler's runtime runs in the parent (any earlier resolve in a
+    pytest process), every child that resolves waits forever on threads it does not have.
+    """
+    threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 1
+    if threads > 1:
+        raise RuntimeError(
+            f"the fuzz campaign forks: run it in a single-threaded process, not one of {threads}"
+        )
     import condapipe.cli.main  # noqa: F401 - imported once, before forking
 
     for module in (

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from channel_helpers import Pkg, closed_port_url, http_channel, make_channel, silent_server
+from channel_helpers import Pkg, closed_port_url, http_channel, make_channel, silent_server, slow_server
 from e2e_helpers import condapipe
 
 RECIPE = """\
@@ -157,6 +157,20 @@ def test_a_channel_that_never_answers_fails_fast(
     assert code == 3
     assert "timed out" in err and f"{url} (remote, unreachable" in err
     assert seconds < 30
+
+
+def test_a_channel_gets_the_timeout_once_for_all_its_requests_not_once_per_request(
+    tmp_path: Path, deps: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A network that answers each request just inside the client's timeout must not hold a dry
+    run for a multiple of it: the index is several requests, the deadline covers them together."""
+    recipe(tmp_path / "hello", extra_host=("libfoo",))
+    monkeypatch.setenv("CONDAPIPE_CHANNEL_TIMEOUT", "2")
+    with slow_server(delay=1.5) as (url, asked):
+        code, _, err = dry(tmp_path, "-c", str(deps), "-c", url)
+    assert code == 3
+    assert f"{url} (remote, unreachable: no answer within 2 s" in err
+    assert any(path.endswith("repodata_shards.msgpack.zst") for path in asked)
 
 
 def test_the_default_conda_forge_offline_names_the_network_and_offline_as_the_fix(tmp_path: Path) -> None:

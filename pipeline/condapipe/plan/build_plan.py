@@ -26,7 +26,7 @@ from condapipe.buildspec.build_spec import BuildSpec, CudaVariant, Source
 from condapipe.buildspec.families import cuda_table_package, family_facts, family_rules, profile
 from condapipe.errors import UsageError
 from condapipe.plan import steps as act
-from condapipe.plan.channels import gateway
+from condapipe.plan.channels import ChannelTimeout, gateway, within_deadline
 from condapipe.plan.code_inputs import code_digest, tree_digest
 from condapipe.plan.jobs import Job, PlanOptions
 from condapipe.plan.runner import Plan, Step
@@ -160,11 +160,13 @@ def find_in_channels(name: str, platform: str, options: PlanOptions) -> tuple[st
     notes: list[str] = []
 
     async def query(chan: str) -> list[Any]:
-        result = await gateway().query(
-            [rattler.Channel(chan)],
-            [platform, "noarch"],
-            [rattler.MatchSpec(name)],
-            recursive=False,
+        result = await within_deadline(
+            gateway().query(
+                [rattler.Channel(chan)],
+                [platform, "noarch"],
+                [rattler.MatchSpec(name)],
+                recursive=False,
+            )
         )
         return [rec for per_channel in result for rec in per_channel]
 
@@ -172,7 +174,7 @@ def find_in_channels(name: str, platform: str, options: PlanOptions) -> tuple[st
         try:
             records = asyncio.run(query(chan))
         # offline, bad URL, not a channel: the prerequisite is then built
-        except (GatewayError, FetchRepoDataError, InvalidChannelError, CacheDirError) as exc:
+        except (GatewayError, FetchRepoDataError, InvalidChannelError, CacheDirError, ChannelTimeout) as exc:
             notes.append(f"could not query {chan} for {name}: {str(exc).splitlines()[0]}")
             continue
         if records:

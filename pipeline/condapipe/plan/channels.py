@@ -119,6 +119,24 @@ def new_gateway() -> Any:
     return made
 
 
+class ChannelTimeout(OSError):
+    """A channel gave no complete answer within channel_timeout() seconds, all requests together."""
+
+
+async def within_deadline(query: Any) -> Any:
+    """`query`, given up after channel_timeout() seconds in all.
+
+    The client's timeout bounds one request; a channel's index is several (sharded index, then
+    repodata.json, each after a name lookup), so a network that swallows packets could hold a dry
+    run for minutes. This bounds the whole question.
+    """
+    limit = channel_timeout()
+    try:
+        return await asyncio.wait_for(query, timeout=limit)
+    except asyncio.TimeoutError:
+        raise ChannelTimeout(f"no answer within {limit:g} s (operation timed out)") from None
+
+
 @dataclass(frozen=True)
 class ChannelStatus:
     """One channel in use, as probed: where it is, whether it answered, and what went wrong."""
@@ -185,8 +203,9 @@ def probe_channels(channels: Sequence[str], platform: str) -> tuple[ChannelStatu
     async def one(gw: Any, chan: str) -> ChannelStatus:
         if not is_remote(chan) and _not_a_channel_yet(chan):
             return status(chan, FileNotFoundError(chan))
+        query = gw.query([rattler.Channel(chan)], [platform, "noarch"], [_PROBE_NAME], recursive=False)
         try:
-            await gw.query([rattler.Channel(chan)], [platform, "noarch"], [_PROBE_NAME], recursive=False)
+            await within_deadline(query)
         except errors as exc:
             return status(chan, exc)
         return status(chan, None)
