@@ -110,9 +110,12 @@ ldd "${image}" | grep -E "png|jpeg|webp|nvjpeg" | tee "${out}/image-ldd.txt"
 step "the package test on the GPU: nms, roi_align, nvJPEG vs the CPU"
 # The image libraries and nvJPEG are found through the prefix and the toolkit here; in a conda
 # environment `condapipe fix` gives _C.so / image.so their rpaths instead.
+# -u and faulthandler: the first run died by SIGSEGV with nothing printed (stdout to a pipe is
+# block-buffered, and a segfault prints no traceback); now every check line and the crashing
+# frame reach check.txt.
 LD_LIBRARY_PATH="${prefix}/lib:${CUDA_HOME}/lib64" PYTHONPATH="${site}:${overlay}" \
-    "${python}" "${repo}/recipes/torchvision/test/check_torchvision.py" \
-    "${source_version%a0}" 2.11.0 "${cuda}" 1 | tee "${out}/check.txt"
+    "${python}" -u -X faulthandler "${repo}/recipes/torchvision/test/check_torchvision.py" \
+    "${source_version%a0}" 2.11.0 "${cuda}" 1 2>&1 | tee "${out}/check.txt"
 grep -q "match the CPU" "${out}/check.txt" || { echo "FAIL: no GPU comparison ran" >&2; exit 1; }
 step "done"
 rm -rf "${work}"

@@ -1,7 +1,7 @@
 """Opt-in (`pytest -m upstream`): every seed cell's rendered build.sh against a real PyTorch tree.
 
-For each cell (1.13.1 + CUDA 11.8, 2.6.0 + CUDA 12.6, 2.6.0 + CUDA 12.8 with --arch 12.0, 2.6.0 cpu,
-2.6.0 + CUDA 13.0) the test
+For each cell (1.13.1 + CUDA 11.8, 2.6.0 + CUDA 12.4, 2.6.0 + CUDA 12.6, 2.6.0 + CUDA 12.8 with
+--arch 12.0, 2.6.0 cpu, 2.6.0 + CUDA 13.0) the test
 
 1. renders the recipe with the CLI (`condapipe render pytorch --version V --python 3.11 --cuda C`);
 2. copies the real source tree (PyTorch configures in <tree>/build and writes into the tree), applies
@@ -23,7 +23,8 @@ The recipe declares no compilers, no nvcc and no cuDNN: the machine supplies the
 needs, per cell (it skips naming what is absent):
 
 - CONDAPIPE_PYTORCH_TREE_2_6_0 / CONDAPIPE_PYTORCH_TREE_1_13_1: the source trees (with submodules).
-- CONDAPIPE_HOST_PYTHON_2_6_0 / CONDAPIPE_HOST_PYTHON_1_13_1 (default: this interpreter): a Python
+- CONDAPIPE_HOST_PYTHON_<CELL> (e.g. _2_6_0_CUDA12_4), else CONDAPIPE_HOST_PYTHON_2_6_0 /
+  CONDAPIPE_HOST_PYTHON_1_13_1 (default: this interpreter): a Python
   (a venv) holding the recipe's host requirements: numpy, pyyaml, typing_extensions, setuptools, ninja,
   mkl-devel + mkl-include + mkl-static (the folder holding its lib/ and include/ is the host prefix), and
   for CUDA cells nvidia-cudnn-cuXX of the spec's cuDNN version. Offline, also `six`: NNPACK's configure
@@ -75,6 +76,9 @@ class Cell:
 
 CELLS = (
     Cell("1.13.1-cuda11.8", "1.13.1", "11.8"),
+    # 2.6's official CUDA set is 11.8, 12.4, 12.6: 12.4 is the 12.x cell an offline machine can
+    # compile (Debian trixie's nvcc 12.4; no nvcc 12.6/12.8 is obtainable without NVIDIA's installer)
+    Cell("2.6.0-cuda12.4", "2.6.0", "12.4"),
     Cell("2.6.0-cuda12.6", "2.6.0", "12.6"),
     Cell("2.6.0-cuda12.8-arch12.0", "2.6.0", "12.8", "12.0"),
     Cell("2.6.0-cpu", "2.6.0", "cpu"),
@@ -109,7 +113,7 @@ exec "{real}" "$@"
 
 
 def _key(text: str) -> str:
-    return text.replace(".", "_")
+    return text.replace(".", "_").replace("-", "_")
 
 
 def _env_path(name: str) -> Path | None:
@@ -229,9 +233,14 @@ def magma_cuda_majors(root: Path) -> set[str]:
     return set(re.findall(r"libcudart\.so\.(\d+)", proc.stdout))
 
 
-def host_python(version: str) -> Path:
-    given = _env_path(f"CONDAPIPE_HOST_PYTHON_{_key(version)}")
-    return given if given else Path(sys.executable)
+def host_python(cell: Cell) -> Path:
+    """The cell's own host python (CONDAPIPE_HOST_PYTHON_<CELL>, e.g. _2_6_0_CUDA12_4: cells of one
+    release differ in their cuDNN wheel), else the release's, else this interpreter."""
+    for key in (_key(cell.id).upper(), _key(cell.version)):
+        given = _env_path(f"CONDAPIPE_HOST_PYTHON_{key}")
+        if given:
+            return given
+    return Path(sys.executable)
 
 
 def probe_host(python: Path) -> dict[str, Any]:
@@ -626,7 +635,7 @@ def test_seed_cell_configures_and_compiles_against_the_real_tree(cell: Cell, tmp
     for tool in ("ninja", "patch", "g++", "readelf"):
         if shutil.which(tool) is None:
             missing.append(tool)
-    python = host_python(cell.version)
+    python = host_python(cell)
     host = probe_host(python)
     if host["missing"]:
         missing.append(f"host python {python} lacks {host['missing']}")
