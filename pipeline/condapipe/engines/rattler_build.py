@@ -1,69 +1,35 @@
-"""rattler-build engine: builds v1 recipes in-process through py-rattler-build's Python API.
+"""rattler-build engine: builds v1 recipes through py-rattler-build's Python API, in a child process.
 
 It is the engine for machines without conda (pip installs it) and the one CI uses: it builds
 offline from local channels, relinks rpaths itself and runs the recipe's tests in a fresh
 environment. Packages are built in a fresh scratch folder under the work directory and then moved
 into the output folder; publishing them into a channel (and indexing it) is the publish stage's job.
+
+py-rattler-build runs in a fresh interpreter of its own (condapipe.engines.rattler_build_child,
+followed by condapipe.engines.engine_process): condapipe keeps none of its memory for the steps
+after the build, never holds its tokio runtime, and reports a crash of it as a failed build.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import os
 import shutil
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from condapipe.engines import diagnose
+from condapipe.engines import diagnose, engine_process
 from condapipe.engines.base import V1_RECIPE, BuildOptions, EngineResult, log_file_for
 from condapipe.engines.logs import BuildLog
 from condapipe.errors import BuildFailed, UsageError
 
+_CHILD = "condapipe.engines.rattler_build_child"
+_PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
+
 # rattler-build spells the bzip2 format "tar-bz2" in its format:level strings.
 _FORMAT_NAMES = {"conda": "conda", "tar.bz2": "tar-bz2"}
-
-
-class _LogForwarder:
-    """py-rattler-build progress callback that streams every log event into a BuildLog."""
-
-    def __init__(self, log: BuildLog) -> None:
-        self.log = log
-
-    def on_log(self, event: object) -> None:
-        level = getattr(event, "level", "info")
-        style = {"error": "red", "warn": "yellow"}.get(level)
-        self.log.write(str(getattr(event, "message", "")), style=style)
-
-    def on_build_step(self, event: object) -> None:
-        self.log.write(f"== {getattr(event, 'step_name', '')}: {getattr(event, 'message', '')}", style="bold")
-
-    def on_download_start(self, event: object) -> None:
-        self.log.write(f"download {getattr(event, 'url', '')}")
-
-    def on_download_progress(self, event: object) -> None:
-        return None
-
-    def on_download_complete(self, event: object) -> None:
-        return None
-
-
-@contextmanager
-def environment(env: tuple[tuple[str, str], ...]) -> Iterator[None]:
-    """Set `env` in this process while rattler-build (in-process) renders and builds.
-
-    Recipes read user settings such as MAX_JOBS through `env.get(...)` at render time.
-    """
-    saved = {name: os.environ.get(name) for name, _ in env}
-    os.environ.update(dict(env))
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def package_format_arg(options: BuildOptions) -> str:
@@ -90,11 +56,8 @@ class RattlerBuildEngine:
     recipe_file = V1_RECIPE
 
     def available(self) -> bool:
-        try:
-            import rattler_build  # noqa: F401
-        except ImportError:
-            return False
-        return True
+        """Whether py-rattler-build is installed (found, not imported: it runs in its own process)."""
+        return importlib.util.find_spec("rattler_build") is not None
 
     def scratch_dir(self, options: BuildOptions, name: str) -> Path:
         """rattler-build's output folder (bld/, test/, its repodata) for `name`, emptied first.
@@ -134,60 +97,74 @@ class RattlerBuildEngine:
         ]
 
     def build(self, recipe_dir: Path, options: BuildOptions) -> EngineResult:
-        import rattler_build as rb
-
         recipe_path = recipe_dir / V1_RECIPE
         if not recipe_path.is_file():
             raise UsageError(f"{recipe_dir} has no {V1_RECIPE}; rattler-build builds v1 recipes")
-        try:
-            recipe = rb.Stage0Recipe.from_file(recipe_path)
-        except rb.RattlerBuildError as exc:
-            raise UsageError(f"cannot parse {recipe_path}: {_first_line(exc)}") from exc
-
-        variant_config = rb.VariantConfig()
-        if (recipe_dir / "variants.yaml").exists():
-            variant_config = rb.VariantConfig.from_file(recipe_dir / "variants.yaml")
-        if options.pythons:
-            variant_config = variant_config.merge(rb.VariantConfig({"python": list(options.pythons)}))
-        render_config = None
-        if options.target_platform:
-            platform = rb.PlatformConfig(target_platform=options.target_platform)
-            render_config = rb.RenderConfig(platform=platform)
-
+        variants = recipe_dir / "variants.yaml"
         scratch = self.scratch_dir(options, recipe_dir.resolve().name)
-        tool_config = rb.ToolConfiguration(test_strategy="native" if options.run_tests else "skip")
+        request = {
+            "recipe": str(recipe_path.resolve()),
+            "shown_recipe": str(recipe_path),
+            "variants": str(variants.resolve()) if variants.exists() else None,
+            "pythons": list(options.pythons),
+            "target_platform": options.target_platform,
+            "run_tests": options.run_tests,
+            "output_dir": str(scratch),
+            "channels": self.channels(options),
+            "package_format": package_format_arg(options),
+        }
         log_path = log_file_for(options, recipe_dir.resolve().name, self.name)
         started = time.monotonic()
-        built: list[Path] = []
-        with BuildLog(log_path, echo=options.echo) as log:
-            log.write(
-                f"condapipe: rattler-build {rb.rattler_build_version()} building {recipe_path} "
-                f"(package format {package_format_arg(options)})"
+        with contextlib.ExitStack() as stack:
+            logs: list[BuildLog] = []
+
+            def write(text: str, style: str | None = None) -> None:
+                """Into the build log, opened at the first line (an unreadable recipe leaves none)."""
+                if not logs:
+                    logs.append(stack.enter_context(BuildLog(log_path, echo=options.echo)))
+                logs[0].write(text, style=style)
+
+            def on_message(message: dict[str, Any]) -> None:
+                if message["event"] == "started":
+                    write(
+                        f"condapipe: rattler-build {message.get('version')} building {recipe_path} "
+                        f"(package format {package_format_arg(options)})"
+                    )
+                elif message["event"] == "log":
+                    style = message.get("style")
+                    write(str(message.get("text", "")), style if isinstance(style, str) else None)
+
+            ending = engine_process.run(
+                _CHILD, request, {**os.environ, **dict(options.env)}, on_message, write
             )
-            failure: Exception | None = None
-            try:
-                with environment(options.env):
-                    for variant in recipe.render(variant_config, render_config):
-                        result = variant.run_build(
-                            tool_config=tool_config,
-                            output_dir=scratch,
-                            channels=self.channels(options),
-                            progress_callback=_LogForwarder(log),
-                            package_format=package_format_arg(options),
-                            no_build_id=True,
-                        )
-                        built.extend(Path(p) for p in result.packages)
-            except rb.RattlerBuildError as exc:
-                log.write(f"condapipe: rattler-build failed: {exc}", style="red")
-                failure = exc
-            log_path = log.path
-        if failure is not None:
+            died = ending.died_how()
+            message = str(ending.fields.get("message") or "")
+            if died is not None:
+                write(f"condapipe: the rattler-build process {died}", style="red")
+            elif ending.event == "failed":
+                write(f"condapipe: rattler-build failed: {message}", style="red")
+            elif ending.event == "error":
+                write(f"condapipe: the rattler-build process failed: {message}", style="red")
+            log_path = logs[0].path if logs else log_path
+        if died is not None:
+            raise BuildFailed(
+                f"rattler-build crashed while building {recipe_dir}: its process {died}",
+                log_path=str(log_path) if logs else None,
+            )
+        if ending.event == "usage":
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise UsageError(message.splitlines()[0] if message else f"cannot parse {recipe_path}")
+        if ending.event == "error":
+            where = str(log_path) if logs else None
+            raise BuildFailed(f"rattler-build failed to build {recipe_dir}: {message}", log_path=where)
+        if ending.event == "failed":
             found = diagnose.diagnose_file(log_path)
             raise BuildFailed(
-                f"rattler-build failed to build {recipe_dir}: {_first_line(failure)}",
+                f"rattler-build failed to build {recipe_dir}: {_first_line(message)}",
                 diagnosis=diagnose.summary(found),
                 log_path=str(log_path),
             )
+        built = built_packages(ending.fields.get("packages"), scratch, log_path)
         if not built:
             raise BuildFailed(
                 f"rattler-build built nothing for {recipe_dir} (every output skipped?)",
@@ -198,6 +175,32 @@ class RattlerBuildEngine:
         return EngineResult(self.name, tuple(packages), log_path, time.monotonic() - started)
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+def built_packages(reported: object, scratch: Path, log_path: Path) -> list[Path]:
+    """The package paths the engine's process reported, each checked to be a package file directly
+    in a subdir folder of `scratch` (nothing else is moved into the output folder)."""
+    if not isinstance(reported, list):
+        raise BuildFailed("the rattler-build process reported no package list", log_path=str(log_path))
+    root = scratch.resolve()
+    packages = []
+    for item in reported:
+        path = Path(item) if isinstance(item, str) else None
+        if (
+            path is None
+            or not path.is_absolute()
+            or path.resolve() != path
+            or path.parent.parent != root
+            or not path.name.endswith(_PACKAGE_SUFFIXES)
+            or path.is_symlink()
+            or not path.is_file()
+        ):
+            raise BuildFailed(
+                f"the rattler-build process reported {item!r}, not a package file in {root}",
+                log_path=str(log_path),
+            )
+        packages.append(path)
+    return packages
+
+
+def _first_line(text: str) -> str:
+    text = text.strip()
+    return text.splitlines()[0] if text else "error"
