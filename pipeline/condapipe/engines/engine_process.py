@@ -21,7 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from condapipe.engines.rattler_build_child import ENDINGS, MARK
+# The protocol with condapipe.engines.rattler_build_child: one message per line, MARK then JSON.
+MARK = "\x1econdapipe-engine:"
+# Messages: {"event": "started", "version"}, {"event": "log", "text", "style"}, then one of
+# {"event": "usage", "message"} (the recipe cannot be read), {"event": "failed", "message"}
+# (rattler-build's error), {"event": "built", "packages": [paths]} or {"event": "error", "message"}
+# (anything else went wrong in this process).
+ENDINGS = ("usage", "failed", "built", "error")
 
 # A line longer than this is handed on in pieces (native code printing without newlines).
 _MAX_LINE = 1 << 20

@@ -21,12 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-MARK = "\x1econdapipe-engine:"
-# Messages: {"event": "started", "version"}, {"event": "log", "text", "style"}, then one of
-# {"event": "usage", "message"} (the recipe cannot be read), {"event": "failed", "message"}
-# (rattler-build's error), {"event": "built", "packages": [paths]} or {"event": "error", "message"}
-# (anything else went wrong in this process).
-ENDINGS = ("usage", "failed", "built", "error")
+from condapipe.engines.engine_process import MARK
 
 
 def send(event: str, **fields: Any) -> None:
