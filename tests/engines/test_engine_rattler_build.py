@@ -1,4 +1,4 @@
-"""The rattler-build engine builds v1 recipes in-process with py-rattler-build, offline.
+"""The rattler-build engine builds v1 recipes with py-rattler-build (in a process of its own), offline.
 
 These build real (tiny) packages with the machine's bash/gcc and no conda channel at all: the
 only channel is the local output folder. The engine only builds: like every caller, the tests
@@ -122,7 +122,7 @@ def test_engine_choice_follows_the_recipe_files_present(
         get_engine("make")
 
 
-def test_env_and_python_variants_reach_the_build_and_the_env_is_restored(
+def test_env_and_python_variants_reach_the_build_and_the_callers_env_is_unchanged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("MAX_JOBS", raising=False)

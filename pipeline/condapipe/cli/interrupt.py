@@ -1,14 +1,15 @@
 """Ctrl-C and SIGTERM: stop the build now, say so in one line, exit 130; a rerun resumes.
 
 Why this is more than Python's KeyboardInterrupt: the engines run the build script as child
-processes, and py-rattler-build runs its build inside Rust holding the GIL, so neither Python's
-handler nor any Python thread runs until the build returns (a SIGTERM kills condapipe and leaves the
-build script running; a SIGINT to condapipe alone waits for the whole build). So the C-level
-handler writes each signal to a wakeup pipe whose other end a small watcher process reads
-(condapipe.cli.interrupt_watch): it sends SIGTERM to every process below condapipe at once, the
-engine returns with an error, and the CLI reports it as the interruption it is. Lines the engine
-prints after that ("Script failed to execute", its retry hints) are dropped: they describe the
-interruption, not a failure.
+processes (conda-build's own; py-rattler-build's inside the engine's process, which runs its build
+in Rust holding the GIL and ignores SIGINT: condapipe.engines.engine_process stops its process
+group when the KeyboardInterrupt reaches condapipe), and py-rattler calls made inside condapipe
+(resolving, the plan's test step) hold the GIL too, so Python's handler may not run until they
+return. So the C-level handler also writes each signal to a wakeup pipe whose other end a small
+watcher process reads (condapipe.cli.interrupt_watch): it sends SIGTERM to every process below
+condapipe at once, the engine returns with an error, and the CLI reports it as the interruption it
+is. Lines the engine prints after that ("Script failed to execute", its retry hints) are dropped:
+they describe the interruption, not a failure.
 
 Every write condapipe makes is a temporary name then a rename, and the plan state records a step
 only once it finished, so whatever the signal interrupts, nothing half-written remains.

@@ -1,11 +1,11 @@
 """The watcher process of condapipe.cli.interrupt: stops a build's processes the moment a signal comes.
 
 Run as `python -I -S interrupt_watch.py PID` with the read end of PID's signal wakeup pipe as stdin
-(it imports nothing of condapipe and starts in milliseconds). py-rattler-build holds the GIL for a
-whole build, so no thread of condapipe runs then; this process does. On each SIGINT or SIGTERM byte
-it sends SIGTERM to every process below PID (the build script, make, nvcc) except itself; the
-engine then returns with an error the CLI reports as the interruption. It ends when PID closes the
-pipe (the command is over, however it ended).
+(it imports nothing of condapipe and starts in milliseconds). py-rattler holds the GIL for as long
+as a call into it lasts, so no thread of condapipe may run then; this process does. On each SIGINT
+or SIGTERM byte it sends SIGTERM to every process below PID (the engine's process, the build
+script, make, nvcc) except itself; the engine then returns with an error the CLI reports as the
+interruption. It ends when PID closes the pipe (the command is over, however it ended).
 """
 
 from __future__ import annotations

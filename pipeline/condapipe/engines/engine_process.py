@@ -18,7 +18,6 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 # The protocol with condapipe.engines.rattler_build_child: one message per line, MARK then JSON.
@@ -63,16 +62,10 @@ class Ending:
 
 
 def _argv(module: str) -> list[str]:
-    # -P (3.11+): the current folder is not searched for modules (a recipe folder cannot shadow one).
+    # The same interpreter and import path as condapipe's; -P (3.11+): the current folder is not
+    # searched for modules, so a file in the user's project cannot shadow one the engine imports.
     safe = ["-P"] if sys.version_info >= (3, 11) else []
     return [sys.executable, *safe, "-m", module]
-
-
-def _child_env(env: dict[str, str]) -> dict[str, str]:
-    """`env`, with condapipe's own import root first on PYTHONPATH: the child runs this condapipe."""
-    root = str(Path(__file__).resolve().parents[2])
-    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]
-    return {**env, "PYTHONPATH": os.pathsep.join([root, *rest])}
 
 
 def _message(line: str) -> tuple[str, dict[str, Any] | None]:
@@ -120,7 +113,7 @@ def run(
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        env=_child_env(env),
+        env=env,  # exactly the build's: nothing of condapipe's own (PYTHONPATH) leaks into it
         start_new_session=True,  # its own process group, and no terminal to stop it on a read
     )
     ending = Ending()
