@@ -1,8 +1,8 @@
 """Run an engine in a process of its own and follow it: the condapipe side of rattler_build_child.
 
 An engine that runs inside condapipe leaves condapipe holding what it used (GiBs after packing a
-large package, kept by the allocator for the fix and publish steps that follow), a tokio runtime
-that makes forking unsafe, and takes condapipe down when its native code crashes. So the engine
+large package, kept by the allocator for the fix and publish steps that follow) and goes down
+with it when its native code crashes. So the engine
 runs in a fresh interpreter, in a process group of its own (stopping the group stops the build
 script with it, even once the engine itself is gone), and condapipe only reads its messages.
 """

@@ -7,7 +7,7 @@ into the output folder; publishing them into a channel (and indexing it) is the 
 
 py-rattler-build runs in a fresh interpreter of its own (condapipe.engines.rattler_build_child,
 followed by condapipe.engines.engine_process): condapipe keeps none of its memory for the steps
-after the build, never holds its tokio runtime, and reports a crash of it as a failed build.
+after the build and reports a crash of it as a failed build.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 condapipe starts this as a fresh interpreter (`python -m condapipe.engines.rattler_build_child`,
 never a fork) so that what the engine holds ends with it: the GiBs it uses while it packs a large
-package, its tokio runtime (a process that ran it cannot be forked safely) and a crash of its native
-code (a Rust panic, a segfault) are this process's, not condapipe's. The build's environment is
-this process's environment, set by condapipe when it starts it.
+package, the build's threads and a crash of its native code (a Rust panic, a segfault) are this
+process's, not condapipe's. The build's environment is this process's, set by condapipe when it
+starts it (condapipe's own never changes).
 
 The request comes as one JSON object on stdin (no secret ever reaches argv); stdin is then
 /dev/null. Everything goes back on stdout, which is also stderr: one line per message, MARK then a
