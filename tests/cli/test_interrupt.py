@@ -50,6 +50,17 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def _engine_processes(pid: int) -> list[int]:
+    """The rattler-build engine's processes directly below `pid` (it builds in one of its own)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ")
+            if b"condapipe.engines.rattler_build_child" in cmdline:
+                found.append(int(child))
+    return found
+
+
 def _argv(recipe: Path) -> list[str]:
     return [*CLI, "build", str(recipe), "--engine", "rattler-build", "--no-test"]
 
@@ -96,6 +107,8 @@ def test_a_signal_mid_build_stops_it_in_one_line_and_a_rerun_finishes(
         assert time.monotonic() < deadline, "the build script never started"
         time.sleep(0.2)
     script_pid = int(pid_file.read_text())
+    engines = _engine_processes(proc.pid)
+    assert len(engines) == 1
     sig = getattr(signal, signame)
     sent = time.monotonic()
     if to_group:
@@ -113,6 +126,7 @@ def test_a_signal_mid_build_stops_it_in_one_line_and_a_rerun_finishes(
     assert "report:" not in out  # no summary of a build the user stopped
     assert took < 20, f"the build took {took:.0f}s to stop"
     assert not _alive(script_pid), "the build script kept running"
+    assert not _alive(engines[0]), "the engine's process kept running"
     assert not list(project.glob("channel/**/*.conda"))
     assert _leftovers(project) == []
 
