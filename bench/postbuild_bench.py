@@ -5,9 +5,11 @@ A recipe whose script copies a generated PyTorch-shaped tree (bench/fix_bench.py
 two big ELF files with fatbin-like payloads, 300 small ELF files, 300 Python files) into the
 prefix is built through the real CLI — engine -> fix -> verify -> test -> publish — with the
 rattler-build engine, and with conda-build when a real `conda build` is installed. Printed per
-step: wall time, peak RSS (the condapipe process and its children, sampled from /proc) and output
-size; the build step is split at the end of the recipe's script, so "engine packaging" is what
-the engine did after the copy (its relinking, prefix scan and packing at the draft level).
+step: wall time, peak RSS sampled from /proc every 0.2 s (the condapipe process and its children
+together, then the condapipe process alone and its children alone: the engine's process, the build
+script, the interrupt watcher), and output size; the build step is split at the end of the
+recipe's script, so "engine packaging" is what the engine did after the copy (its relinking,
+prefix scan and packing at the draft level).
 
 Next to it, in the same run and over the same bytes: the floor, one `tar | zstd -T0 -LEVEL`
 pass; and (flow `engine-final`) the engine packing at the final level itself, the alternative
@@ -18,6 +20,7 @@ verify and publish steps < 1 GiB.
     python bench/postbuild_bench.py --size 580 --flows floor,rattler-build --json out.json
     python bench/postbuild_bench.py --sizes 580,3400 --level 19 --workdir /tmp/pb
     python bench/postbuild_bench.py --sizes 60 --level 19          # quick
+    nice -n 5 python bench/postbuild_bench.py --size 580 --level 3 --flows rattler-build  # memory
 On the GPU machine: scripts/postbuild_bench_device.sh (one command, see its header).
 """
 
