@@ -80,4 +80,29 @@ if cuda != "cpu":
 print(f"condapipe: building against torch {torch.__version__} (CUDA {torch.version.cuda or 'none'})")
 PY
 
+# pip records `pip install .` from a local folder in <dist>.dist-info/direct_url.json (PEP 610) as
+# file:///<the build's work folder>: meaningless in a package, and a build-machine path in every
+# environment it installs into (`pip list` would show it, verify refuses it). The package is
+# installed by conda, so INSTALLER says so (as conda-build writes it).
+condapipe_pip_record() {
+    local site="${SP_DIR:-}"
+    if [[ -z "${site}" ]]; then
+        site=$("${PYTHON}" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    fi
+    local info
+    for info in "${site}/$1"-*.dist-info; do
+        [[ -d "${info}" && ! -L "${info}" ]] || continue
+        rm -f -- "${info}/direct_url.json"
+        if [[ -f "${info}/INSTALLER" && ! -L "${info}/INSTALLER" ]]; then
+            printf 'conda\n' > "${info}/INSTALLER"
+        fi
+        if [[ -f "${info}/RECORD" && ! -L "${info}/RECORD" ]]; then
+            # the removed file leaves the record; INSTALLER's old hash goes (a RECORD entry may omit it)
+            sed -i -e '/\.dist-info\/direct_url\.json,/d' \
+                -e 's|^\([^,]*\.dist-info/INSTALLER\),.*$|\1,,|' "${info}/RECORD"
+        fi
+    done
+}
+
 "${PYTHON}" -m pip install . --no-deps --no-build-isolation -vv
+condapipe_pip_record torchvision
