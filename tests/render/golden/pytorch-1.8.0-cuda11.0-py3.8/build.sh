@@ -160,21 +160,154 @@ fi
 # 402 kernels and by PyTorch releases before native CUDA) compiles .cu files through custom
 # commands that run CUDA_NVCC_EXECUTABLE directly and ignore CMAKE_CUDA_COMPILER_LAUNCHER. So
 # CUDA_NVCC_EXECUTABLE names a generated wrapper that runs the real nvcc through the cache (ccache
-# >= 4 and sccache both cache nvcc; FindCUDA's `-M` dependency pass goes through it too, uncached,
-# as the cache tools run what they cannot cache). The wrapper is not on PATH (no recursion) and the
-# cache sees the real nvcc, so the wrapper's own path never reaches a cache key.
+# >= 4 and sccache both cache nvcc). The wrapper is not on PATH (no recursion) and the cache sees
+# the real nvcc, so the wrapper's own path never reaches a cache key.
+#
+# FindCUDA also runs `nvcc -M SRC -o DEPFILE ...` before each compile (run_nvcc.cmake), which the
+# cache tools run uncached (preprocessing only): ~0.75 s per magma kernel. With ccache the wrapper
+# serves it from CCACHE_DIR/condapipe-nvcc-depend, like ccache's direct mode: the key is the nvcc
+# (content and --version), the host compiler's content, the arguments, the working directory and
+# nvcc's/gcc's environment (build root made relative) and the source's content; an entry holds the
+# dependency list (build root made relative) and a manifest of every file it names with its
+# sha256, checked in one sha256sum call. Any change to a listed file, a missing or corrupt entry,
+# or an unwritable cache runs the real nvcc -M (and stores its result when it can). As with
+# ccache's direct mode, a new header that shadows a listed one earlier in the include path is not
+# seen. With sccache the store is shared and remote and nothing is kept on this machine's disk
+# (the build's state dir goes with the build), so there the `-M` pass stays uncached.
 cc_source_dir="${SRC_DIR:-${PWD}}"
 build_root="$(dirname "${cc_source_dir}")"
 compile_cache_report() { :; }
-# $1: the cache tool; $2: a folder for the nvcc wrapper (made here).
+cc_dep_stats=""
+# The wrapper's count of FindCUDA `-M` passes served from the cache and run for real.
+depend_report() {
+    [[ -s "${cc_dep_stats}" ]] || return 0
+    echo "condapipe: nvcc -M dependency pass (FindCUDA): $(grep -c '^hit$' "${cc_dep_stats}" || true) hits, $(grep -c '^miss$' "${cc_dep_stats}" || true) misses"
+}
+# $1: the cache tool; $2: a folder for the nvcc wrapper (made here); $3: where the wrapper keeps
+# FindCUDA's `-M` results (empty: not kept).
 set_launchers() {
-    local cc_tool cc_real cc_nvcc=""
+    local cc_tool cc_real cc_nvcc="" cc_real_sum=""
     cc_tool="$(command -v "$1")"
     cc_real="$(command -v nvcc || true)"
     if [[ -n "${cc_real}" ]]; then
         mkdir -p "$2"
         cc_nvcc="$2/nvcc"
-        printf '#!/bin/sh\nexec %q %q "$@"\n' "${cc_tool}" "${cc_real}" > "${cc_nvcc}.tmp"
+        cc_dep_stats="$2/depend-stats"
+        : > "${cc_dep_stats}"
+        if [[ -n "${3:-}" ]]; then
+            # The nvcc: its content and what it says it is (it may be a script that execs another).
+            cc_real_sum="$( { cat "${cc_real}" && "${cc_real}" --version; } 2> /dev/null | sha256sum | cut -c1-64)" || cc_real_sum=""
+        fi
+        {
+            printf '#!/usr/bin/env bash\n'
+            printf 'cc_tool=%q\ncc_real=%q\ncc_real_sum=%q\n' "${cc_tool}" "${cc_real}" "${cc_real_sum}"
+            printf 'cc_dep_dir=%q\ncc_dep_stats=%q\ncc_root=%q\n' "${3:-}" "${cc_dep_stats}" "${build_root}"
+            cat << 'CONDAPIPE_NVCC_WRAPPER'
+# FindCUDA's dependency pass (`nvcc -M SRC -o DEPFILE ...`, nothing else -M-like) is served from
+# cc_dep_dir when every file its stored list names is unchanged; everything else, and the pass
+# itself when it cannot be cached, goes to the cache tool or the real nvcc.
+dep_pass=0 out="" src="" ccbin="" prev=""
+for a in "$@"; do
+    case "${prev}" in
+        -o) out="${a}" ;;
+        -ccbin | --compiler-bindir) ccbin="${a}" ;;
+    esac
+    case "${a}" in
+        -M) dep_pass=1 ;;
+        -M?* | --generate-dependencies* | --generate-nonsystem-dependencies* | --dependency-output*) dep_pass=2 ;;
+        /*.cu) [[ -f "${a}" ]] && src="${a}" ;;
+    esac
+    prev="${a}"
+done
+if [[ "${dep_pass}" != 1 || -z "${out}" || -z "${src}" || -z "${cc_dep_dir}" || -z "${cc_real_sum}" ]]; then
+    exec "${cc_tool}" "${cc_real}" "$@"
+fi
+count() { printf '%s\n' "$1" >> "${cc_dep_stats}" 2> /dev/null || true; }
+mark="@CONDAPIPE_BUILD_ROOT@/"
+root="${cc_root%/}/"
+[[ "${root}" != "/" ]] || root="//no build root//"
+relative() { printf '%s\0' "${1//"${root}"/"${mark}"}"; }
+host=""
+if [[ -z "${ccbin}" ]]; then
+    host="$(command -v gcc || true)"
+elif [[ -f "${ccbin}" ]]; then
+    host="${ccbin}"
+elif [[ -f "${ccbin}/gcc" ]]; then
+    host="${ccbin}/gcc"
+fi
+sums="$(
+    {
+        printf 'condapipe-nvcc-M 1\0%s\0' "${cc_real_sum}"
+        relative "${PWD}"
+        for name in NVCC_PREPEND_FLAGS NVCC_APPEND_FLAGS NVCC_CCBIN CPATH C_INCLUDE_PATH CPLUS_INCLUDE_PATH; do
+            relative "${name}=${!name:-}"
+        done
+        printf '\0'
+        for a in "$@"; do relative "${a}"; done
+    } | sha256sum - "${src}" ${host:+"${host}"} 2> /dev/null
+)" || sums=""
+entry=""
+if [[ -n "${sums}" ]]; then
+    mapfile -t lines <<< "${sums}"
+    key="${lines[0]:0:40}-${lines[1]:0:40}-${lines[2]:0:40}"
+    entry="${cc_dep_dir}/${key:0:2}/${key}"
+fi
+# A hit: the stored list, back under this build root, checked against its manifest (the list's own
+# hash, then every file it names) before it is written next to DEPFILE and renamed over it.
+if [[ -n "${entry}" && -f "${entry}.manifest" && -f "${entry}.d" ]]; then
+    manifest="" stored=""
+    IFS= read -r -d '' manifest < "${entry}.manifest" || true
+    IFS= read -r -d '' stored < "${entry}.d" || true
+    if [[ "${manifest}" == "condapipe-nvcc-M 1"$'\n'* && -n "${stored}" ]]; then
+        checks="${manifest#*$'\n'}"
+        own="${checks%%$'\n'*}"
+        checks="${own}  -"$'\n'"${checks#*$'\n'}"
+        if [[ "${own}" =~ ^[0-9a-f]{64}$ ]] &&
+            sha256sum --check --strict --status <(printf '%s' "${checks//"${mark}"/"${root}"}") < <(printf '%s' "${stored}") 2> /dev/null &&
+            printf '%s' "${stored//"${mark}"/"${root}"}" > "${out}.condapipe-tmp.$$" 2> /dev/null &&
+            mv -f "${out}.condapipe-tmp.$$" "${out}" 2> /dev/null; then
+            count hit
+            exit 0
+        fi
+        rm -f "${out}.condapipe-tmp.$$" 2> /dev/null
+    fi
+fi
+# A miss: the real pass, as FindCUDA would have run it, then its result stored when every file
+# it names is an absolute path without escapes (anything else is simply not stored).
+"${cc_real}" "$@"
+rc=$?
+count miss
+[[ "${rc}" == 0 && -n "${entry}" ]] || exit "${rc}"
+content=""
+IFS= read -r -d '' content < "${out}" || true
+[[ -n "${content}" ]] || exit 0
+joined="${content//\\$'\n'/ }"
+[[ "${joined}" != *\\* ]] || exit 0
+files=()
+while IFS= read -r line; do
+    [[ "${line}" == *": "* ]] || continue
+    read -r -a names <<< "${line#*: }"
+    files+=("${names[@]}")
+done <<< "${joined}"
+for f in "${files[@]}"; do
+    [[ "${f}" == /* && -f "${f}" ]] || exit 0
+done
+[[ -n "${files[*]}" ]] || exit 0
+mkdir -p "${entry%/*}" 2> /dev/null || exit 0
+tmp="${entry}.tmp.$$"
+printf '%s' "${content//"${root}"/"${mark}"}" > "${tmp}.d" 2> /dev/null || { rm -f "${tmp}.d"; exit 0; }
+listed="$(sha256sum -- "${tmp}.d" "${files[@]}" 2> /dev/null)" || { rm -f "${tmp}.d"; exit 0; }
+own="${listed%%$'\n'*}"
+listed="${listed#*$'\n'}"
+[[ "${listed}" != \\* && "${listed}" != *$'\n'\\* ]] || { rm -f "${tmp}.d"; exit 0; }
+if printf 'condapipe-nvcc-M 1\n%s\n%s\n' "${own:0:64}" "${listed//"${root}"/"${mark}"}" > "${tmp}.manifest" 2> /dev/null &&
+    mv -f "${tmp}.d" "${entry}.d" 2> /dev/null && mv -f "${tmp}.manifest" "${entry}.manifest" 2> /dev/null; then
+    exit 0
+fi
+rm -f "${tmp}.d" "${tmp}.manifest" 2> /dev/null
+exit 0
+CONDAPIPE_NVCC_WRAPPER
+        } > "${cc_nvcc}.tmp"
         chmod 755 "${cc_nvcc}.tmp"
         mv -f "${cc_nvcc}.tmp" "${cc_nvcc}"
     fi
@@ -237,13 +370,14 @@ elif [[ -n "${CONDAPIPE_COMPILE_CACHE:-}" ]]; then
     export CCACHE_COMPILERCHECK=content
     export CCACHE_SLOPPINESS="include_file_ctime,include_file_mtime,time_macros,pch_defines"
     export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-60G}"
-    set_launchers ccache "${cc_source_dir}/.condapipe-compile-cache"
+    set_launchers ccache "${cc_source_dir}/.condapipe-compile-cache" "${CCACHE_DIR}/condapipe-nvcc-depend"
     export USE_CCACHE=1
     mkdir -p "${CCACHE_DIR}"
     ccache --zero-stats > /dev/null
     compile_cache_report() {
         echo "condapipe: compile cache statistics for this build:"
         ccache --print-stats | grep -E '^(direct_cache_hit|preprocessed_cache_hit|cache_miss)\s'
+        depend_report
     }
     echo "condapipe: compile cache ${CCACHE_DIR} (libtorch compiled once for all Pythons)"
 fi
