@@ -141,6 +141,12 @@ def _depend_runs(log: Path) -> int:
     return runs
 
 
+def _ccache_env(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """The build env of `--compile-cache tmp_path/cache`, with the counting nvcc; and its log."""
+    shim_env, runs = _counting_nvcc(tmp_path / "shim")
+    return {**dict(resolve_compile_cache(str(tmp_path / "cache"), {}).env), **shim_env}, runs
+
+
 def _depend_file(root: Path, kernel: str) -> str:
     """FindCUDA's .depend file (CMake's form of the `-M` output) for one kernel."""
     objects = root / "work" / "build" / "CMakeFiles" / "magma.dir" / "src"
@@ -164,9 +170,7 @@ def _sccache_stats(output: str) -> dict:
 def test_ccache_caches_the_findcuda_kernels_and_a_rebuild_hits_every_object(
     tmp_path: Path, recipe: Path
 ) -> None:
-    cache = resolve_compile_cache(str(tmp_path / "cache"), {})
-    shim_env, runs = _counting_nvcc(tmp_path / "shim")
-    env = {**dict(cache.env), **shim_env}
+    env, runs = _ccache_env(tmp_path)
     root = tmp_path / "bld"
 
     cold = _build(recipe, root, env, build_number=0)
@@ -197,9 +201,7 @@ def test_ccache_caches_the_findcuda_kernels_and_a_rebuild_hits_every_object(
 def test_a_corrupt_dependency_cache_reruns_nvcc_and_never_fails_the_build(
     tmp_path: Path, recipe: Path
 ) -> None:
-    cache = resolve_compile_cache(str(tmp_path / "cache"), {})
-    shim_env, runs = _counting_nvcc(tmp_path / "shim")
-    env = {**dict(cache.env), **shim_env}
+    env, runs = _ccache_env(tmp_path)
     root = tmp_path / "bld"
     _build(recipe, root, env, build_number=0)
     cold_depend = _depend_file(root, "dgemm_kernel")
@@ -215,6 +217,30 @@ def test_a_corrupt_dependency_cache_reruns_nvcc_and_never_fails_the_build(
     assert _depend_counts(rebuilt) == {"hits": 0, "misses": KERNELS}
     assert _depend_runs(runs) == KERNELS
     assert _depend_file(root, "dgemm_kernel") == cold_depend
+
+    store = lists[0].parent.parent
+    shutil.rmtree(store)
+    store.write_text("a file where the store was: nothing can be kept")
+    unwritable = _build(recipe, root, env, build_number=2)
+    assert _depend_counts(unwritable) == {"hits": 0, "misses": KERNELS}
+    assert _depend_file(root, "dgemm_kernel") == cold_depend
+
+
+@_needs("ccache")
+def test_a_build_under_another_root_hits_the_dependency_cache_with_its_own_paths(
+    tmp_path: Path, recipe: Path
+) -> None:
+    env, runs = _ccache_env(tmp_path)
+    first, second = tmp_path / "croot-1" / "magma_1", tmp_path / "croot-2" / "magma_2"
+    _build(recipe, first, env, build_number=0)
+    _depend_runs(runs)
+
+    again = _build(recipe, second, env, build_number=1)
+    assert _depend_counts(again) == {"hits": KERNELS, "misses": 0}
+    assert _depend_runs(runs) == 0
+    depend = _depend_file(second, "dgemm_kernel")
+    assert str(second / "work" / "include" / "magma_v2.h") in depend
+    assert str(first) not in depend
 
 
 @_needs("sccache", "redis-server")
