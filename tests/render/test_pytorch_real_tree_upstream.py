@@ -42,6 +42,8 @@ needs, per cell (it skips naming what is absent):
 - CONDAPIPE_REAL_TREE_RESULTS (default <tmp>/condapipe-real-tree): one JSON per cell.
 - CONDAPIPE_REAL_TREE_WORK (default pytest's tmp_path): where the tree is copied and configured.
 - CONDAPIPE_REAL_TREE_JOBS (default: all cores): ninja -j for the codegen.
+- CONDAPIPE_REAL_TREE_TUS (default: all): the roles to compile, e.g. `magma` (cub, cudnn, magma,
+  arch; lapack, mkl for CPU cells) — a rerun that changes only the host prefix's magma.
 
 2.6.0 + CUDA 13.0 must either be refused by the render (with the reason) or configure and compile.
 """
@@ -762,7 +764,11 @@ def test_seed_cell_configures_and_compiles_against_the_real_tree(cell: Cell, tmp
     targets = ninja_outputs(src / "build")
     compiled: dict[str, Any] = {}
     started = time.monotonic()
-    for role, candidates in (CUDA_TUS if cell.cuda != "cpu" else CPU_TUS).items():
+    roles = CUDA_TUS if cell.cuda != "cpu" else CPU_TUS
+    only = {r for r in os.environ.get("CONDAPIPE_REAL_TREE_TUS", "").split(",") if r}
+    for role, candidates in roles.items():
+        if only and role not in only:
+            continue
         picked = pick_target(src, targets, candidates)
         if picked is None:
             compiled[role] = {"ok": False, "errors": [f"no object target for {candidates}"]}
