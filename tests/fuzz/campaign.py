@@ -50,13 +50,17 @@ CLASSES = (
     "injection",
 )
 LEFTOVER_MARKS = (".tmp", ".old-", ".condapipe-fix-", ".condapipe-verify-", ".part")
+
+
 # Remote channels fail at once, as on a machine without network, whatever network this one has
 # (a network that swallows packets would make every resolving case wait out its timeout).
-_NO_NETWORK = {
-    **{var: closed_port_url() for var in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")},
-    "NO_PROXY": "127.0.0.1",
-    "no_proxy": "127.0.0.1",
-}
+def _no_network() -> dict[str, str]:
+    """One proxy where nothing listens, for every scheme; 127.0.0.1 (the fakes) stays direct."""
+    proxy = closed_port_url()
+    names = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
+    return {**dict.fromkeys(names, proxy), "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
+
+
 LIMIT_ENV = {"CONDAPIPE_MAX_UNPACK_BYTES": str(32 << 20), "CONDAPIPE_MAX_UNPACK_FILES": "2000"}
 
 
@@ -432,7 +436,7 @@ def _prepare(root: Path, n: int, case: Case, fixtures: Path) -> Path:
     return box
 
 
-def _child(box: Path, argv: list[str]) -> None:
+def _child(box: Path, argv: list[str], no_network: dict[str, str]) -> None:
     """In the forked child: sandbox, run the CLI like the console script, leave with its status."""
     from condapipe.cli.main import main
 
@@ -440,7 +444,7 @@ def _child(box: Path, argv: list[str]) -> None:
     try:
         os.chdir(box / "work")
         os.environ.update({"HOME": str(box / "work" / "home"), "TMPDIR": str(box / "tmp"), **LIMIT_ENV})
-        os.environ.update(_NO_NETWORK)
+        os.environ.update(no_network)
         for var in ("BINSTAR_API_TOKEN", "ANACONDA_API_TOKEN"):
             os.environ.pop(var, None)
         import tempfile
@@ -603,6 +607,7 @@ def run(
     build_fixtures(fixtures, escape)
     escape_digest = _tree_digest(escape)
     workers = workers or os.cpu_count() or 1
+    no_network = _no_network()
     results: list[Result] = []
     running: dict[int, tuple[int, Path, Case, dict, float]] = {}
     pending = list(enumerate(cases))
@@ -617,7 +622,7 @@ def run(
             }
             pid = os.fork()
             if pid == 0:
-                _child(box, case.argv)
+                _child(box, case.argv, no_network)
             running[pid] = (n, box, case, before, time.monotonic())
         time.sleep(0.005)
         for pid, (_n, box, case, before, started) in list(running.items()):
