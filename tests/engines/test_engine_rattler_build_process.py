@@ -24,10 +24,11 @@ from condapipe.errors import BuildFailed
 ENGINE_MODULE = "condapipe.engines.rattler_build_child"
 
 # The build script's ancestors, one "PID<TAB>command line" per line, from its shell up to init.
+# An ancestor's command line may itself hold tabs or newlines (a CI runner's `bash -c` script).
 ANCESTRY_SH = """\
 p=$$
 while [ "$p" -gt 1 ]; do
-  printf '%s\\t%s\\n' "$p" "$(tr '\\0' ' ' < /proc/$p/cmdline)"
+  printf '%s\\t%s\\n' "$p" "$(tr '\\0\\t\\n' '   ' < /proc/$p/cmdline)"
   p=$(sed 's/.*) //' /proc/$p/stat | cut -d' ' -f2)
 done
 """
