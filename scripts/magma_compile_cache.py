@@ -90,7 +90,7 @@ def build(args: argparse.Namespace, cache: str, build_number: int, out: Path, ta
     shutil.rmtree(wd, ignore_errors=True)
     shutil.rmtree(channel, ignore_errors=True)
     argv = [CONDAPIPE, "build", "magma", "--cuda", args.cuda, "--arch", args.arch,
-            "--source", str(args.source), "--build-tools", "wheels",
+            "--source", str(args.source), "--build-tools", "wheels", "--offline",
             "--output-dir", str(channel), "--work-dir", str(wd),
             "--compile-cache", cache, "--build-number", str(build_number), "--no-test", "--json"]  # fmt: skip
     t0 = time.perf_counter()
