@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -140,3 +141,65 @@ def test_a_signal_mid_build_stops_it_in_one_line_and_a_rerun_finishes(
     )
     assert rerun.returncode == 0, rerun.stderr
     assert [p.name for p in project.glob("channel/*/sleepy-1.0-*.conda")]
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def _wait_for(what: str, check: Callable[[], bool], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def test_ctrl_z_pauses_the_build_script_with_condapipe_and_fg_resumes_it(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    pid_file, ticks, stop = tmp_path / "script.pid", tmp_path / "ticks", tmp_path / "stop"
+    recipe = tmp_path / "ticking"
+    recipe.mkdir()
+    (recipe / "recipe.yaml").write_text(
+        "package:\n  name: ticking\n  version: '1.0'\n"
+        "build:\n  number: 0\n  script:\n"
+        f"    - echo $$ > {pid_file}\n"
+        f"    - while [ ! -e {stop} ]; do echo tick >> {ticks}; sleep 0.1; done\n"
+        "    - mkdir -p $PREFIX/share && echo hi > $PREFIX/share/ticking.txt\n",
+        encoding="utf-8",
+    )
+    # A job of its own in this session, as a shell starts a foreground command (not orphaned:
+    # its parent is in another group of the same session, so SIGTSTP's default stops it).
+    proc = subprocess.Popen(
+        _argv(recipe), cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        process_group=0,
+    )  # fmt: skip
+    try:
+        _wait_for(
+            "the build script never started",
+            lambda: pid_file.exists() and bool(pid_file.read_text().strip()),
+            120,
+        )
+        script_pid = int(pid_file.read_text())
+        _wait_for("the script never ticked", lambda: ticks.exists())
+
+        os.killpg(proc.pid, signal.SIGTSTP)  # what the terminal sends the foreground job on Ctrl-Z
+        _wait_for("condapipe did not stop", lambda: _state(proc.pid) == "T")
+        _wait_for("the build script did not stop", lambda: _state(script_pid) == "T")
+        paused_at = ticks.read_text().count("tick")
+        time.sleep(1.5)
+        assert ticks.read_text().count("tick") == paused_at  # nothing compiles while the job is stopped
+
+        os.killpg(proc.pid, signal.SIGCONT)  # what `fg` sends
+        _wait_for("the build script did not resume", lambda: ticks.read_text().count("tick") > paused_at + 3)
+        assert _state(proc.pid) != "T"
+        stop.write_text("")
+        _, err = proc.communicate(timeout=300)
+    finally:
+        stop.write_text("")
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGCONT)
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert [p.name for p in project.glob("channel/*/ticking-1.0-*.conda")]

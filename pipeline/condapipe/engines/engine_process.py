@@ -16,6 +16,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,6 +95,34 @@ def stop_group(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
+@contextlib.contextmanager
+def _stops_with_us(proc: subprocess.Popen[bytes]) -> Iterator[None]:
+    """Ctrl-Z (SIGTSTP) pauses the engine's process group with condapipe, and `fg` resumes both.
+
+    The engine's group has no terminal (its own session), so the terminal's SIGTSTP reaches only
+    condapipe; left alone, the compile would go on in the background while the shell says
+    "Stopped". A group in another session is orphaned and the kernel drops SIGTSTP sent to it, so
+    the group gets SIGSTOP; condapipe then stops itself the same way (also when nothing does job
+    control for it) and, once continued, continues the group.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def pause(signum: int, frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGSTOP)
+        os.kill(os.getpid(), signal.SIGSTOP)  # returns once something sends SIGCONT
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGCONT)
+
+    before = signal.signal(signal.SIGTSTP, pause)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTSTP, before)
+
+
 def run(
     module: str,
     request: dict[str, Any],
@@ -121,16 +150,8 @@ def run(
         assert proc.stdin is not None and proc.stdout is not None
         with contextlib.suppress(BrokenPipeError), proc.stdin:  # a dead engine shows in its ending
             proc.stdin.write(json.dumps(request).encode())
-        for line in _lines(proc):
-            before, data = _message(line)
-            if before or data is None:
-                on_output(before)
-            if data is None:
-                continue
-            if data["event"] in ENDINGS and ending.event is None:
-                ending.event, ending.fields = data["event"], data
-            elif data["event"] not in ENDINGS:
-                on_message(data)
+        with _stops_with_us(proc):
+            _follow(proc, ending, on_message, on_output)
         ending.returncode = proc.wait()
     except BaseException:
         stop_group(proc)
@@ -141,6 +162,25 @@ def run(
     if ending.died_how() is not None:
         stop_group(proc)  # the build script of an engine that crashed must not keep running
     return ending
+
+
+def _follow(
+    proc: subprocess.Popen[bytes],
+    ending: Ending,
+    on_message: Callable[[dict[str, Any]], None],
+    on_output: Callable[[str], None],
+) -> None:
+    """Hand each line of the engine's output on as it comes; keep its ending message."""
+    for line in _lines(proc):
+        before, data = _message(line)
+        if before or data is None:
+            on_output(before)
+        if data is None:
+            continue
+        if data["event"] in ENDINGS and ending.event is None:
+            ending.event, ending.fields = data["event"], data
+        elif data["event"] not in ENDINGS:
+            on_message(data)
 
 
 def _split(pending: bytes) -> tuple[list[bytes], bytes]:
