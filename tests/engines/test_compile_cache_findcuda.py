@@ -21,6 +21,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -241,6 +242,58 @@ def test_a_build_under_another_root_hits_the_dependency_cache_with_its_own_paths
     depend = _depend_file(second, "dgemm_kernel")
     assert str(second / "work" / "include" / "magma_v2.h") in depend
     assert str(first) not in depend
+
+
+@_needs("ccache")
+def test_the_dependency_store_is_kept_to_a_64th_of_the_cache_size_least_recently_used_first(
+    tmp_path: Path, recipe: Path
+) -> None:
+    env, runs = _ccache_env(tmp_path)
+    env["CCACHE_MAXSIZE"] = "64M"  # the store may hold 1,000,000 bytes
+    root = tmp_path / "bld"
+    _build(recipe, root, env, build_number=0)
+    _depend_runs(runs)
+    lists = sorted((tmp_path / "cache").rglob("condapipe-nvcc-depend/*/*.d"))
+    assert len(lists) == KERNELS
+    store = lists[0].parent.parent
+
+    def entry(key: str, days_old: float, size: int) -> list[Path]:
+        made = [store / key[:2] / f"{key}.d", store / key[:2] / f"{key}.manifest"]
+        made[0].parent.mkdir(exist_ok=True)
+        made[0].write_bytes(b"x" * size)
+        made[1].write_text("condapipe-nvcc-M 1\n")
+        when = time.time() - days_old * 86400
+        for path in made:
+            os.utime(path, (when, when))
+        return made
+
+    oldest = entry("a1" * 60, 30, 400_000)
+    older = entry("b2" * 60, 20, 400_000)
+    recent = entry("c3" * 60, 1, 400_000)
+    stale_write = store / "a1" / f"{'a1' * 60}.tmp.4242.d"  # a writer that died mid-write
+    stale_write.write_bytes(b"y" * 1000)
+    os.utime(stale_write, (time.time() - 40 * 86400,) * 2)
+    foreign = store / "c3" / "notes.txt"  # not the wrapper's: never touched
+    foreign.write_text("mine")
+    for path in lists:  # this build's real entries were last used 10 days ago
+        for f in (path, path.with_suffix(".manifest")):
+            os.utime(f, (time.time() - 10 * 86400,) * 2)
+
+    warm = _build(recipe, root, env, build_number=1)
+    # newest first: recent (1 day), the real entries (10 days), older (20 days) fit; oldest does not
+    assert _depend_counts(warm) == {"hits": KERNELS, "misses": 0}
+    assert _depend_runs(runs) == 0
+    assert not any(p.exists() for p in (*oldest, stale_write))
+    assert all(p.exists() for p in (*older, *recent, foreign))
+    # each hit renewed its entry: the real entries are now the most recently used
+    renewed = [path.with_suffix(".manifest").stat().st_mtime for path in lists]
+    assert min(renewed) > time.time() - 3600
+
+    recent[0].write_bytes(b"z" * 600_000)  # recent grows: older, now the least recently used, goes
+    os.utime(recent[0], (time.time() - 86400,) * 2)
+    _build(recipe, root, env, build_number=2)
+    assert not any(p.exists() for p in older)
+    assert all(p.exists() for p in (*recent, *lists))
 
 
 @_needs("sccache", "redis-server")

@@ -200,6 +200,35 @@ depend_report() {
     [[ -s "${cc_dep_stats}" ]] || return 0
     echo "condapipe: nvcc -M dependency pass (FindCUDA): $(grep -c '^hit$' "${cc_dep_stats}" || true) hits, $(grep -c '^miss$' "${cc_dep_stats}" || true) misses"
 }
+# The `-M` store lies beside ccache's objects, where ccache's own size limit never looks: before
+# a build compiles anything it is cut to 1/64 of the cache's maximum size ($2, ccache's form:
+# 60G, 500M, 64Mi, ...; about 960 MB of the default 60G, some 45,000 kernels), the least recently
+# used entries first (a hit renews its entry; a writer's leftover temporary files count as an
+# entry of their own). Only files named as the wrapper names them are ever removed; an entry
+# removed under a concurrent build is a miss there, never an error.
+prune_depend_store() {
+    local cap
+    [[ -d "$1" ]] || return 0
+    cap="$(awk -v s="$2" 'BEGIN {
+        if (!match(s, /^[0-9]+(\.[0-9]+)?/)) exit 1
+        n = substr(s, 1, RLENGTH); u = substr(s, RLENGTH + 1)
+        split("k 1e3 K 1e3 M 1e6 G 1e9 T 1e12 Ki 1024 Mi 1048576 Gi 1073741824 Ti 1099511627776", f, " ")
+        for (i = 1; i in f; i += 2) m[f[i]] = f[i + 1]
+        if (u == "") u = "G"
+        if (!(u in m)) exit 1
+        printf "%.0f", n * m[u] / 64 }')" || return 0
+    find "$1" -mindepth 2 -maxdepth 2 -type f -printf '%T@\t%s\t%p\n' 2> /dev/null |
+        awk -F '\t' '
+            { name = $3; sub(/.*\//, "", name) }
+            name !~ /^[0-9a-f-]+(\.tmp\.[0-9]+)?\.(d|manifest)$/ { next }
+            { key = $3; sub(/\.(d|manifest)$/, "", key); size[key] += $2; if ($1 > t[key]) t[key] = $1 }
+            END { for (k in t) printf "%.3f\t%.0f\t%s\n", t[k], size[k], k }' |
+        sort -t "$(printf '\t')" -rn -k1,1 |
+        awk -F '\t' -v cap="${cap}" '{ total += $2 } total > cap { print $3 }' |
+        while IFS= read -r key; do
+            rm -f -- "${key}.d" "${key}.manifest"
+        done
+}
 # $1: the cache tool; $2: a folder for the nvcc wrapper (made here); $3: where the wrapper keeps
 # FindCUDA's `-M` results (empty: not kept).
 set_launchers() {
@@ -283,6 +312,7 @@ if [[ -n "${entry}" && -f "${entry}.manifest" && -f "${entry}.d" ]]; then
             sha256sum --check --strict --status <(printf '%s' "${checks//"${mark}"/"${root}"}") < <(printf '%s' "${stored}") 2> /dev/null &&
             printf '%s' "${stored//"${mark}"/"${root}"}" > "${out}.condapipe-tmp.$$" 2> /dev/null &&
             mv -f "${out}.condapipe-tmp.$$" "${out}" 2> /dev/null; then
+            touch -c "${entry}.manifest" 2> /dev/null || true  # used now: kept longest by the pruning
             count hit
             exit 0
         fi
@@ -390,6 +420,7 @@ elif [[ -n "${CONDAPIPE_COMPILE_CACHE:-}" ]]; then
     set_launchers ccache "${cc_source_dir}/.condapipe-compile-cache" "${CCACHE_DIR}/condapipe-nvcc-depend"
     export USE_CCACHE=1
     mkdir -p "${CCACHE_DIR}"
+    prune_depend_store "${CCACHE_DIR}/condapipe-nvcc-depend" "${CCACHE_MAXSIZE}"
     ccache --zero-stats > /dev/null
     compile_cache_report() {
         echo "condapipe: compile cache statistics for this build:"
