@@ -37,7 +37,9 @@ def boxes_and_scores(device: str) -> tuple[torch.Tensor, torch.Tensor]:
 def roi_align(device: str) -> torch.Tensor:
     image = torch.arange(2 * 3 * 16 * 16, dtype=torch.float32).reshape(2, 3, 16, 16) / 100
     rois = torch.tensor([[0, 0.0, 0.0, 7.5, 7.5], [1, 2.25, 3.5, 14.0, 12.0]])
-    return ops.roi_align(image.to(device), rois.to(device), output_size=(4, 4), spatial_scale=1.0, sampling_ratio=2)
+    return ops.roi_align(
+        image.to(device), rois.to(device), output_size=(4, 4), spatial_scale=1.0, sampling_ratio=2
+    )
 
 
 def check_ops() -> None:
