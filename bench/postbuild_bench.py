@@ -52,14 +52,14 @@ build:
     - date +%s.%N > {marks}/script_start
     - cp -a {src}/lib $PREFIX/
     - date +%s.%N > {marks}/script_end
-"""
+{prefix_v1}"""
 META_V0 = """\
 package:
   name: torchshape
   version: 1.0.0
 build:
   number: 0
-"""
+{prefix_v0}"""
 BUILD_SH = """\
 #!/bin/bash
 set -euo pipefail
@@ -207,10 +207,18 @@ def floor(src: Path, out: Path, level: int) -> dict[str, object]:
     return result
 
 
-def write_recipe(recipe: Path, src: Path, marks: Path) -> None:
+# What condapipe renders for pytorch, torchvision and libtorch (detect_binary_prefix=False in
+# render/families/): the engine does not scan binary files for the build prefix.
+NO_BINARY_PREFIX_V1 = "  prefix_detection:\n    ignore_binary_files: true\n"
+NO_BINARY_PREFIX_V0 = "  detect_binary_files_with_prefix: false\n"
+
+
+def write_recipe(recipe: Path, src: Path, marks: Path, binary_prefix_scan: bool = False) -> None:
     recipe.mkdir(parents=True, exist_ok=True)
-    (recipe / "recipe.yaml").write_text(RECIPE_V1.format(src=src, marks=marks))
-    (recipe / "meta.yaml").write_text(META_V0)
+    prefix_v1 = "" if binary_prefix_scan else NO_BINARY_PREFIX_V1
+    prefix_v0 = "" if binary_prefix_scan else NO_BINARY_PREFIX_V0
+    (recipe / "recipe.yaml").write_text(RECIPE_V1.format(src=src, marks=marks, prefix_v1=prefix_v1))
+    (recipe / "meta.yaml").write_text(META_V0.format(prefix_v0=prefix_v0))
     (recipe / "build.sh").write_text(BUILD_SH.format(src=src, marks=marks))
 
 
@@ -352,6 +360,12 @@ def main() -> None:
     ap.add_argument("--flows", default="floor,rattler-build,conda-build,engine-final")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument(
+        "--binary-prefix-scan",
+        action="store_true",
+        help="let the engine scan binary files for the prefix (before 2026-11-25 the bench did; "
+        "condapipe's pytorch recipes do not)",
+    )
     ns = ap.parse_args()
     base = ns.workdir or Path(tempfile.mkdtemp(prefix="condapipe-postbuild-"))
     flows = ns.flows.split(",")
@@ -371,7 +385,8 @@ def main() -> None:
             }
             res["generate_s"] = round(time.perf_counter() - t, 1)
             recipe = work / "recipe"
-            write_recipe(recipe, src, marks)
+            write_recipe(recipe, src, marks, ns.binary_prefix_scan)
+            res["binary_prefix_scan"] = ns.binary_prefix_scan
             subprocess.run(["sync"], check=False)
             if "floor" in flows:
                 res["floor"] = floor(src, work / "floor.tar.zst", ns.level)
