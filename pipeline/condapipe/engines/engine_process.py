@@ -105,7 +105,10 @@ def _stops_with_us(proc: subprocess.Popen[bytes]) -> Iterator[None]:
     the group gets SIGSTOP; condapipe then stops itself the same way (also when nothing does job
     control for it) and, once continued, continues the group.
     """
-    if threading.current_thread() is not threading.main_thread():
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTSTP) == signal.SIG_IGN  # whoever started us wants no stops
+    ):
         yield
         return
 
