@@ -34,6 +34,8 @@ STANDIN = Path(__file__).parent.parent / "data" / "magma-findcuda-standin"
 BUILD_TOOLS = ("cmake", "ninja", "g++", "nvcc")
 KERNELS = 3  # .cu files of the stand-in, compiled by FindCUDA's nvcc custom commands
 OBJECTS = KERNELS + 1  # and one C++ file
+KERNEL_NAMES = ("dgemm_kernel", "sgemm_kernel", "batched_kernel")
+DEVICE_LINK = "magma_intermediate_link.o"  # `nvcc -dlink` of the kernels: a link, not a compile
 
 
 def _needs(*tools: str) -> pytest.MarkDecorator:
@@ -102,7 +104,10 @@ def _build(
     members = subprocess.run(
         ["ar", "t", str(prefix / "lib" / "libmagma.a")], capture_output=True, text=True, check=True
     ).stdout.split()
-    assert len(members) == OBJECTS, members
+    # every compiled object, and FindCUDA's device link of the kernels (separable compilation)
+    assert sorted(members) == sorted(
+        [*(f"magma_generated_{k}.cu.o" for k in KERNEL_NAMES), "control.cpp.o", DEVICE_LINK]
+    ), members
     return output
 
 

@@ -232,6 +232,22 @@ set_launchers() {
             printf 'cc_tool=%q\ncc_real=%q\ncc_real_sum=%q\n' "${cc_tool}" "${cc_real}" "${cc_real_sum}"
             printf 'cc_dep_dir=%q\ncc_dep_stats=%q\ncc_root=%q\n' "${3:-}" "${cc_dep_stats}" "${build_root}"
             cat << 'CONDAPIPE_NVCC_WRAPPER'
+# sccache (0.16) reads nvcc's two-word `--std c++11` (FindCUDA writes it whenever the host flags
+# hold -std=c++11, as magma's do) as a second input file and caches nothing: it gets the one-word
+# form, which nvcc takes the same way.
+if [[ "${cc_tool##*/}" == sccache ]]; then
+    cc_args=()
+    while (($#)); do
+        if [[ ("$1" == --std || "$1" == -std) && $# -gt 1 ]]; then
+            cc_args+=("$1=$2")
+            shift 2
+        else
+            cc_args+=("$1")
+            shift
+        fi
+    done
+    set -- "${cc_args[@]}"
+fi
 # FindCUDA's dependency pass (`nvcc -M SRC -o DEPFILE ...`, nothing else -M-like) is served from
 # cc_dep_dir when every file its stored list names is unchanged; everything else, and the pass
 # itself when it cannot be cached, goes to the cache tool or the real nvcc.
