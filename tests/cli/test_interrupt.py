@@ -11,6 +11,7 @@ script sleeps; the signal arrives once the script is running.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -154,11 +155,11 @@ def _wait_for(what: str, check: Callable[[], bool], seconds: float = 30) -> None
         time.sleep(0.1)
 
 
-def test_ctrl_z_pauses_the_build_script_with_condapipe_and_fg_resumes_it(tmp_path: Path) -> None:
-    project = tmp_path / "project"
-    project.mkdir()
-    pid_file, ticks, stop = tmp_path / "script.pid", tmp_path / "ticks", tmp_path / "stop"
-    recipe = tmp_path / "ticking"
+def _ticking_recipe(root: Path) -> tuple[Path, Path, Path, Path]:
+    """A recipe whose script records its PID, then ticks into a file every 0.1 s until a stop file
+    exists; returns the recipe and the PID, tick and stop files."""
+    pid_file, ticks, stop = root / "script.pid", root / "ticks", root / "stop"
+    recipe = root / "ticking"
     recipe.mkdir()
     (recipe / "recipe.yaml").write_text(
         "package:\n  name: ticking\n  version: '1.0'\n"
@@ -168,24 +169,49 @@ def test_ctrl_z_pauses_the_build_script_with_condapipe_and_fg_resumes_it(tmp_pat
         "    - mkdir -p $PREFIX/share && echo hi > $PREFIX/share/ticking.txt\n",
         encoding="utf-8",
     )
-    # A job of its own in this session, as a shell starts a foreground command (not orphaned:
-    # its parent is in another group of the same session, so SIGTSTP's default stops it).
+    return recipe, pid_file, ticks, stop
+
+
+def _paused_job(
+    project: Path, recipe: Path, pid_file: Path, ticks: Path
+) -> tuple[subprocess.Popen[str], int]:
+    """The build started as a shell starts a foreground command — a job of its own in this session
+    (not orphaned: its parent is in another group of the same session, so SIGTSTP's default stops
+    it) — then Ctrl-Z'd once its script ticks; returns the job and the script's PID."""
     proc = subprocess.Popen(
         _argv(recipe), cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         process_group=0,
     )  # fmt: skip
-    try:
-        _wait_for(
-            "the build script never started",
-            lambda: pid_file.exists() and bool(pid_file.read_text().strip()),
-            120,
-        )
-        script_pid = int(pid_file.read_text())
-        _wait_for("the script never ticked", lambda: ticks.exists())
+    _wait_for(
+        "the build script never started",
+        lambda: pid_file.exists() and bool(pid_file.read_text().strip()),
+        120,
+    )
+    script_pid = int(pid_file.read_text())
+    _wait_for("the script never ticked", lambda: ticks.exists())
+    os.killpg(proc.pid, signal.SIGTSTP)  # what the terminal sends the foreground job on Ctrl-Z
+    _wait_for("condapipe did not stop", lambda: _state(proc.pid) == "T")
+    _wait_for("the build script did not stop", lambda: _state(script_pid) == "T")
+    return proc, script_pid
 
-        os.killpg(proc.pid, signal.SIGTSTP)  # what the terminal sends the foreground job on Ctrl-Z
-        _wait_for("condapipe did not stop", lambda: _state(proc.pid) == "T")
-        _wait_for("the build script did not stop", lambda: _state(script_pid) == "T")
+
+def _end(proc: subprocess.Popen[str], *pids: int) -> None:
+    """Whatever a failed case left: continued and killed."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGCONT)
+        proc.kill()
+        proc.wait()
+
+
+def test_ctrl_z_pauses_the_build_script_with_condapipe_and_fg_resumes_it(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    recipe, pid_file, ticks, stop = _ticking_recipe(tmp_path)
+    proc, _ = _paused_job(project, recipe, pid_file, ticks)
+    try:
         paused_at = ticks.read_text().count("tick")
         time.sleep(1.5)
         assert ticks.read_text().count("tick") == paused_at  # nothing compiles while the job is stopped
@@ -197,9 +223,25 @@ def test_ctrl_z_pauses_the_build_script_with_condapipe_and_fg_resumes_it(tmp_pat
         _, err = proc.communicate(timeout=300)
     finally:
         stop.write_text("")
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGCONT)
-            proc.kill()
-            proc.wait()
+        _end(proc)
     assert proc.returncode == 0, err
     assert [p.name for p in project.glob("channel/*/ticking-1.0-*.conda")]
+
+
+def test_a_terminal_closed_on_a_paused_build_stops_its_processes_in_one_line(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    recipe, pid_file, ticks, _stop = _ticking_recipe(tmp_path)
+    proc, script_pid = _paused_job(project, recipe, pid_file, ticks)
+    engines = _engine_processes(proc.pid)
+    try:
+        # What the kernel sends a stopped job whose shell went away with its terminal.
+        os.killpg(proc.pid, signal.SIGHUP)
+        os.killpg(proc.pid, signal.SIGCONT)
+        _, err = proc.communicate(timeout=60)
+        _wait_for("the build script was left behind", lambda: not _alive(script_pid), 20)
+    finally:
+        _end(proc, script_pid, *engines)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == MESSAGE
+    assert not any(_alive(pid) for pid in engines)

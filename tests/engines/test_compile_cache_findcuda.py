@@ -300,6 +300,11 @@ def test_the_dependency_store_is_kept_to_a_64th_of_the_cache_size_least_recently
     assert not any(p.exists() for p in older)
     assert all(p.exists() for p in (*recent, *lists))
 
+    env["CCACHE_MAXSIZE"] = "0"  # ccache's "no limit": nothing is cut
+    ancient = entry("d4" * 60, 400, 2_000_000)
+    _build(recipe, root, env, build_number=3)
+    assert all(p.exists() for p in (*ancient, *recent, *lists))
+
 
 @_needs("sccache", "redis-server")
 def test_sccache_caches_the_findcuda_kernels_and_a_rebuild_hits_every_object(

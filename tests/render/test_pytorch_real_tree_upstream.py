@@ -766,6 +766,10 @@ def test_seed_cell_configures_and_compiles_against_the_real_tree(cell: Cell, tmp
     started = time.monotonic()
     roles = CUDA_TUS if cell.cuda != "cpu" else CPU_TUS
     only = {r for r in os.environ.get("CONDAPIPE_REAL_TREE_TUS", "").split(",") if r}
+    if only - set(roles):  # a typo must not pass a cell that compiled nothing
+        pytest.fail(
+            f"CONDAPIPE_REAL_TREE_TUS: {', '.join(sorted(only - set(roles)))} not among {', '.join(roles)}"
+        )
     for role, candidates in roles.items():
         if only and role not in only:
             continue

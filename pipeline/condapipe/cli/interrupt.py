@@ -1,4 +1,4 @@
-"""Ctrl-C and SIGTERM: stop the build now, say so in one line, exit 130; a rerun resumes.
+"""Ctrl-C, SIGTERM and a hang-up: stop the build now, say so in one line, exit 130; a rerun resumes.
 
 Why this is more than Python's KeyboardInterrupt: the engines run the build script as child
 processes (conda-build's own; py-rattler-build's inside the engine's process, which runs its build
@@ -10,6 +10,10 @@ watcher process reads (condapipe.cli.interrupt_watch): it sends SIGTERM to every
 condapipe at once, the engine returns with an error, and the CLI reports it as the interruption it
 is. Lines the engine prints after that ("Script failed to execute", its retry hints) are dropped:
 they describe the interruption, not a failure.
+
+SIGHUP is one of them: a terminal that closes on a build paused with Ctrl-Z sends the job SIGHUP
+and SIGCONT, and by default condapipe would die at once, leaving the engine's process group (a
+session of its own, which no hang-up reaches) stopped for good.
 
 Every write condapipe makes is a temporary name then a rename, and the plan state records a step
 only once it finished, so whatever the signal interrupts, nothing half-written remains.
@@ -29,7 +33,7 @@ from types import FrameType
 
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, what shells report for Ctrl-C
 MESSAGE = "interrupted — rerun the same command to resume"
-_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _WATCHER = Path(__file__).with_name("interrupt_watch.py")
 # Python packages whose native code calls back into Python (progress events, log callbacks): a
 # KeyboardInterrupt raised inside such a call is caught and printed by them ("Error in Python
@@ -39,7 +43,7 @@ _interrupted = threading.Event()
 
 
 def interrupted() -> bool:
-    """True once a SIGINT or SIGTERM reached this command."""
+    """True once a SIGINT, SIGTERM or SIGHUP reached this command."""
     return _interrupted.is_set()
 
 
@@ -76,7 +80,7 @@ def _start_watcher(read_fd: int) -> subprocess.Popen[bytes] | None:
 
 @contextlib.contextmanager
 def handling_interrupts(*, stop_children: bool = True) -> Iterator[None]:
-    """Catch SIGINT and SIGTERM for the duration of a command (main thread only; restored after).
+    """Catch SIGINT, SIGTERM and SIGHUP for the duration of a command (main thread only; restored after).
 
     `stop_children`: start the watcher process that stops the build's processes at once."""
     if threading.current_thread() is not threading.main_thread():

@@ -2,8 +2,8 @@
 
 Run as `python -I -S interrupt_watch.py PID` with the read end of PID's signal wakeup pipe as stdin
 (it imports nothing of condapipe and starts in milliseconds). py-rattler holds the GIL for as long
-as a call into it lasts, so no thread of condapipe may run then; this process does. On each SIGINT
-or SIGTERM byte it sends SIGTERM to every process below PID (the engine's process, the build
+as a call into it lasts, so no thread of condapipe may run then; this process does. On each SIGINT,
+SIGTERM or SIGHUP byte it sends SIGTERM to every process below PID (the engine's process, the build
 script, make, nvcc) except itself; the engine then returns with an error the CLI reports as the
 interruption. It ends when PID closes the pipe (the command is over, however it ended).
 """
@@ -16,7 +16,7 @@ import signal
 import sys
 from pathlib import Path
 
-_STOP = {int(signal.SIGINT), int(signal.SIGTERM)}
+_STOP = {int(signal.SIGINT), int(signal.SIGTERM), int(signal.SIGHUP)}
 
 
 def children(pid: int) -> list[int]:
@@ -53,6 +53,7 @@ def stop_below(pid: int, spare: int) -> None:
 
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C reaches this process too
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # and its hang-up
     parent = int(argv[1])
     while True:
         try:

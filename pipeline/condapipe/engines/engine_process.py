@@ -84,9 +84,13 @@ def _message(line: str) -> tuple[str, dict[str, Any] | None]:
 
 
 def stop_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM to the engine's process group (the engine and its build script), SIGKILL after a grace."""
+    """SIGTERM to the engine's process group (the engine and its build script), SIGKILL after a grace.
+
+    SIGCONT follows the SIGTERM: a group paused by Ctrl-Z acts on nothing until it runs again.
+    """
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGTERM)
+        os.killpg(proc.pid, signal.SIGCONT)
     try:
         proc.wait(timeout=_STOP_GRACE_S)
     except subprocess.TimeoutExpired:
@@ -115,9 +119,11 @@ def _stops_with_us(proc: subprocess.Popen[bytes]) -> Iterator[None]:
     def pause(signum: int, frame: object) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGSTOP)
-        os.kill(os.getpid(), signal.SIGSTOP)  # returns once something sends SIGCONT
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGCONT)
+        try:
+            os.kill(os.getpid(), signal.SIGSTOP)  # returns once something sends SIGCONT
+        finally:  # also when the signal that woke us (a hang-up, SIGTERM) raises here
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGCONT)
 
     before = signal.signal(signal.SIGTSTP, pause)
     try:

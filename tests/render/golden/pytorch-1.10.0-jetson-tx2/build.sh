@@ -204,7 +204,8 @@ depend_report() {
 }
 # The `-M` store lies beside ccache's objects, where ccache's own size limit never looks: before
 # a build compiles anything it is cut to 1/64 of the cache's maximum size ($2, ccache's form:
-# 60G, 500M, 64Mi, ...; about 960 MB of the default 60G, some 45,000 kernels), the least recently
+# 60G, 500M, 64Mi, ...; about 960 MB of the default 60G, some 45,000 kernels; 0, ccache's "no
+# limit", or a size it cannot read leaves the store alone), the least recently
 # used entries first (a hit renews its entry; a writer's leftover temporary files count as an
 # entry of their own). Only files named as the wrapper names them are ever removed; an entry
 # removed under a concurrent build is a miss there, never an error.
@@ -217,7 +218,7 @@ prune_depend_store() {
         split("k 1e3 K 1e3 M 1e6 G 1e9 T 1e12 Ki 1024 Mi 1048576 Gi 1073741824 Ti 1099511627776", f, " ")
         for (i = 1; i in f; i += 2) m[f[i]] = f[i + 1]
         if (u == "") u = "G"
-        if (!(u in m)) exit 1
+        if (!(u in m) || n * m[u] == 0) exit 1
         printf "%.0f", n * m[u] / 64 }')" || return 0
     find "$1" -mindepth 2 -maxdepth 2 -type f -printf '%T@\t%s\t%p\n' 2> /dev/null |
         awk -F '\t' '
