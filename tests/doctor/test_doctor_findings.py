@@ -7,6 +7,7 @@ cmake, nvcc 13.0 of this machine) is used as it is.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -18,6 +19,7 @@ from click.testing import CliRunner
 
 from condapipe.buildspec.settings import spec_from_flags
 from condapipe.cli.main import main
+from condapipe.doctor.machine import doctor_data
 from condapipe.doctor.run import Machine, run_doctor
 
 STANDINS = Path(__file__).parent.parent / "standins" / "doctor"
@@ -127,24 +129,25 @@ def test_a_tiny_ram_blocks_the_build_and_explains_the_oom(tmp_path: Path) -> Non
     assert ram["ram_gib"] == 0.5 and "OOM" in ram["message"]
 
 
-@pytest.mark.parametrize(("gib", "expected"), [(3, 3), (64, 4), (1.5, 1)])
-def test_max_jobs_follows_ram_per_compile_job_and_the_cap(tmp_path: Path, gib: float, expected: int) -> None:
-    # cuda-smoke: 1 GiB per job, at most 4 jobs; the faked machine has 8 CPUs.
+@pytest.mark.parametrize(("gib", "expected"), [(3, 3), (64, 8), (1.5, 1)])
+def test_max_jobs_follows_ram_per_job_and_the_cores(tmp_path: Path, gib: float, expected: int) -> None:
+    # cuda-smoke: 1 GiB per job; the faked machine has 8 CPUs, and no other cap applies.
     m = machine(tmp_path, meminfo=str(meminfo(tmp_path, int(gib * 1024 * 1024))))
     report = run_doctor(spec_from_flags("cuda-smoke", {"cuda": ("13.0",), "arch": "9.0"}), m)
     assert report.max_jobs == expected
 
 
-def test_pytorch_max_jobs_uses_the_memory_per_job_of_its_version_series(tmp_path: Path) -> None:
-    from condapipe.buildspec.tables import pytorch_info
+def test_pytorch_max_jobs_uses_the_memory_per_job_of_its_variant_kind(tmp_path: Path) -> None:
+    from condapipe.buildspec.compile_jobs import compile_job_gib
 
-    per_job = pytorch_info("2.4.1").mem_per_job_gb  # pytorch.yaml: what one nvcc job of 2.4 needs
+    per_job = int(compile_job_gib("pytorch", "2.4.1", cuda=False))  # a CPU translation unit's figure
     spec = spec_from_flags("pytorch", {"version": "2.4.1", "cuda": ("cpu",), "python": ("3.11",)})
     roomy = run_doctor(spec, machine(tmp_path, meminfo=str(meminfo(tmp_path, 5 * per_job * 1024 * 1024))))
     assert roomy.max_jobs == 5 and not [f for f in roomy.blocking if f.check == "ram"]
     small = run_doctor(spec, machine(tmp_path, meminfo=str(meminfo(tmp_path, (per_job - 1) * 1024 * 1024))))
     assert [f.check for f in small.blocking] == ["ram"]
-    assert f"needs at least {per_job}" in small.blocking[0].message
+    floor = max(per_job, doctor_data()["families"]["pytorch"]["min_ram_gib"])
+    assert f"needs at least {floor}" in small.blocking[0].message
 
 
 def test_a_user_max_jobs_beyond_the_ram_is_kept_but_warned_about(tmp_path: Path) -> None:
@@ -380,13 +383,13 @@ def test_on_a_gpu_machine_the_loaded_driver_is_read_and_matches_nvidia_smi(tmp_p
 
 
 def test_libtorch_is_checked_like_pytorch_for_cudnn_cmake_and_memory(tmp_path: Path) -> None:
-    from condapipe.buildspec.tables import pytorch_info
+    from condapipe.buildspec.compile_jobs import compile_job_gib
 
     spec = spec_from_flags("libtorch", {"version": "2.9.0", "cuda": ("13.0",)})
     report = run_doctor(spec, machine(tmp_path, meminfo=str(meminfo(tmp_path, 64 * 1024 * 1024))))
     checks = {f.check: f for f in report.findings}
     assert "cudnn" in checks and "needs >= 3.18" in checks["cmake"].message
-    assert checks["ram"].data["gib_per_job"] == pytorch_info("2.9.0").mem_per_job_gb
+    assert checks["ram"].data["gib_per_job"] == compile_job_gib("pytorch", "2.9.0", cuda=True)
 
 
 def test_a_jetson_build_on_an_x86_64_machine_blocks_and_says_to_build_on_the_board() -> None:
@@ -402,3 +405,23 @@ def test_an_aarch64_machine_builds_linux_aarch64_natively(tmp_path: Path) -> Non
     aarch64 = Machine(**{**machine(tmp_path).__dict__, "arch": "aarch64"})
     report = run_doctor(spec, aarch64)
     assert [f.level for f in report.findings if f.check == "platform"] == ["ok"]
+
+
+def test_a_64_core_machine_builds_pytorch_cpu_on_every_core(tmp_path: Path) -> None:
+    # The lent 64-core machine: 503 GiB available. A CPU translation unit's figure, not an nvcc job's,
+    # and no fixed cap: all 64 cores compile.
+    m = machine(tmp_path, meminfo=str(meminfo(tmp_path, 503 * 1024 * 1024)))
+    m = dataclasses.replace(m, cpu_count=64)
+    spec = spec_from_flags("pytorch", {"version": "2.6.0", "cuda": ("cpu",), "python": ("3.12",)})
+    assert run_doctor(spec, m).max_jobs == 64
+
+
+def test_a_cuda_build_takes_fewer_jobs_than_a_cpu_build_on_the_same_memory(tmp_path: Path) -> None:
+    m = dataclasses.replace(machine(tmp_path, meminfo=str(meminfo(tmp_path, 48 * 1024 * 1024))), cpu_count=64)
+    flags = {"version": "2.6.0", "python": ("3.12",)}
+    cpu = run_doctor(spec_from_flags("pytorch", {**flags, "cuda": ("cpu",)}), m)
+    cuda = run_doctor(
+        spec_from_flags("pytorch", {**flags, "cuda": ("12.4",), "arch": "9.0"}),
+        dataclasses.replace(m, env={**m.env, "CONDAPIPE_MACHINE_ARCH": "x86_64"}),
+    )
+    assert cuda.max_jobs < cpu.max_jobs <= 64

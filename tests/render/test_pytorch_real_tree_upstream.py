@@ -11,7 +11,9 @@ For each cell (1.13.1 + CUDA 11.8, 2.6.0 + CUDA 12.4, 2.6.0 + CUDA 12.6, 2.6.0 +
    PATH turns `python setup.py install` / `python -m pip install .` into
    `setup.py build --cmake-only`, so the build stops at the end of CMake's configure;
 3. reads the CMake summary and build/CMakeCache.txt (USE_CUDA, the arch flags, USE_CUDNN, USE_MAGMA,
-   USE_NCCL, BLAS) and asserts them against the spec the test rendered;
+   USE_NCCL, BLAS) and asserts them against the spec the test rendered, and that every optional
+   dependency the profile decides off (`system_detected_off`: MPI, NUMA, ROCm, XPU) is OFF although
+   the machine may have it (install libopenmpi-dev and libnuma-dev to make the check bite);
 4. compiles the translation units that break first: a cub user (Nonzero.cu), a cuDNN user
    (Conv_v8.cpp), the magma user (cuda/linalg/BatchLinearAlgebra.cpp) and a small kernel
    (FillKernel.cu) whose object must hold every arch of the spec (cuobjdump); CPU cells compile
@@ -64,6 +66,8 @@ from typing import Any
 
 import pytest
 from render_helpers import load_yaml, run_cli, v0_meta, variant_combos
+
+from condapipe.buildspec.families import family_facts
 
 pytestmark = [pytest.mark.upstream, pytest.mark.timeout(4 * 3600)]
 
@@ -449,6 +453,9 @@ def check_against_spec(
 
     want("USE_CUDA", summary.get("USE_CUDA"), cuda)
     want("USE_NCCL", summary.get("USE_NCCL"), cuda)
+    # Hermetic: what the machine has (OpenMPI, libnuma, ROCm, oneAPI) is decided off, not detected.
+    for name in family_facts("pytorch")["system_detected_off"]:
+        want(name, summary.get(name, cache.get(name)), False)
     if cuda:
         want("USE_CUDNN", summary.get("USE_CUDNN"), variant["cudnn_version"] != "none")
         want("USE_MAGMA", cache.get("USE_MAGMA"), variant["magma_package"] != "none")

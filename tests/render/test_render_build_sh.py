@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from render_helpers import load_yaml, run_cli, variant_combos
 
+from condapipe.buildspec.compile_jobs import compile_job_gib
 from condapipe.render.families._common import render_template
 
 RECORDER = """\
@@ -100,7 +101,8 @@ def test_max_jobs_comes_from_available_memory_bounded_by_cores(tmp_path: Path) -
     recipe = _render(tmp_path, "pytorch", "--version", "2.4.1", "--cuda", "cpu", "--python", "3.10")
     proc, record = _run_pytorch_build(tmp_path, recipe)
     assert proc.returncode == 0, proc.stderr
-    expected = max(1, min(os.cpu_count() or 1, _mem_available_kib() // (8 * 1024 * 1024)))
+    per_job_kib = round(compile_job_gib("pytorch", "2.4.1", cuda=False) * 1024) * 1024
+    expected = max(1, min(os.cpu_count() or 1, _mem_available_kib() // per_job_kib))
     assert int(record["env"]["MAX_JOBS"]) == expected
     assert record["env"]["USE_CUDA"] == "0"
 
@@ -111,7 +113,9 @@ def test_max_jobs_comes_from_available_memory_bounded_by_cores(tmp_path: Path) -
     ids=["memory-bound-at-least-1", "core-bound"],
 )
 def test_max_jobs_snippet_bounds(per_job_mib: int, expected: int) -> None:
-    snippet = render_template("common/max_jobs.sh.j2", per_job_mib=per_job_mib)
+    snippet = render_template(
+        "common/max_jobs.sh.j2", per_job_mib_cpu=per_job_mib, per_job_mib_cuda=per_job_mib
+    )
     env = {k: v for k, v in os.environ.items() if k != "MAX_JOBS"}
     proc = subprocess.run(
         ["bash", "-c", f'set -euo pipefail\n{snippet}\necho "result=$MAX_JOBS"'],
@@ -256,3 +260,20 @@ def test_no_recipe_passes_extra_caffe2_cmake_flags(tmp_path: Path, version: str)
     assert "EXTRA_CAFFE2_CMAKE_FLAGS" not in (recipe / "recipe.yaml").read_text()
     exported = [line for line in (recipe / "build.sh").read_text().splitlines() if "EXTRA_CAFFE2" in line]
     assert all(line.lstrip().startswith("#") for line in exported)  # named only in the comment saying why
+
+
+def test_max_jobs_snippet_takes_the_cuda_figure_for_a_cuda_variant() -> None:
+    snippet = render_template("common/max_jobs.sh.j2", per_job_mib_cpu=1, per_job_mib_cuda=10**9)
+    env = {k: v for k, v in os.environ.items() if k != "MAX_JOBS"}
+    run = {
+        kind: subprocess.run(
+            ["bash", "-c", f'set -euo pipefail\n{snippet}\necho "result=$MAX_JOBS"'],
+            env={**env, "cuda_version": kind},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for kind in ("cpu", "13.0")
+    }
+    assert f"result={os.cpu_count() or 1}" in run["cpu"]
+    assert "result=1" in run["13.0"]

@@ -183,7 +183,6 @@ class PytorchInfo:
     extra_env: tuple[tuple[str, str], ...]
     mutex: str
     cudas: tuple[str, ...]
-    mem_per_job_gb: int
     build_split_cuda: bool
     run_deps: tuple[RunDep, ...]
 
@@ -244,7 +243,6 @@ def _pytorch_rows() -> tuple[PytorchInfo, ...]:
                 extra_env=tuple((str(k), str(v)) for k, v in row["extra_env"].items()),
                 mutex=row["mutex"],
                 cudas=tuple(str(c) for c in row["cudas"]),
-                mem_per_job_gb=int(row["mem_per_job_gb"]),
                 build_split_cuda=bool(row["build_split_cuda"]),
                 run_deps=tuple(RunDep(**d) for d in row["run_deps"]),
             )

@@ -22,6 +22,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from condapipe.buildspec.build_spec import BuildSpec
+from condapipe.buildspec.compile_jobs import spec_job_gib
 from condapipe.doctor.costs import disk_need
 from condapipe.doctor.machine import Finding, Machine, doctor_data, family_facts
 from condapipe.errors import CondapipeError
@@ -261,30 +262,26 @@ def mem_available_gib(meminfo: Path) -> float | None:
     return int(kib) / (1024 * 1024) if kib else None
 
 
-def _gib_per_job(spec: BuildSpec, facts: dict) -> float:
-    if facts.get("ram_per_job_from") == "pytorch":
-        try:
-            from condapipe.buildspec.tables import pytorch_info
-
-            return float(pytorch_info(spec.version).mem_per_job_gb)
-        except (CondapipeError, KeyError, ValueError):
-            pass
-    return float(facts["ram_gib_per_job"])
+def _gib_per_job(spec: BuildSpec) -> float:
+    """The family's measured memory per compile job for the variants this spec builds."""
+    return spec_job_gib(spec.package, spec.version, (not v.is_cpu for v in spec.cuda_variants))
 
 
 def check_ram(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
-    """RAM → the MAX_JOBS the build will use (parallel nvcc jobs are what runs out of memory)."""
+    """RAM and cores → the MAX_JOBS the build will use: one job a core, as many as the available
+    memory holds at the family's measured figure per job (parallel nvcc jobs are what runs out of
+    memory); no fixed cap, so a big machine is used whole."""
     res = CheckResult()
     facts = family_facts(spec.package)
     gib = mem_available_gib(machine.meminfo)
-    per_job = _gib_per_job(spec, facts)
+    per_job = _gib_per_job(spec)
     if gib is None:
         res.findings.append(
             Finding("ram", "warn", f"cannot read {machine.meminfo}", fix="set MAX_JOBS yourself", data={})
         )
         return res
     by_ram = math.floor(gib / per_job)
-    max_jobs = max(1, min(machine.cpu_count, by_ram, int(facts["max_jobs_cap"])))
+    max_jobs = max(1, min(machine.cpu_count, by_ram))
     user = machine.env.get("MAX_JOBS")
     data = {"ram_gib": round(gib, 1), "gib_per_job": per_job, "max_jobs": max_jobs}
     minimum = max(float(facts["min_ram_gib"]), per_job)  # one compile job must fit
@@ -321,7 +318,8 @@ def check_ram(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
                 "ram",
                 "ok",
                 f"{gib:.1f} GiB available, {machine.cpu_count} CPUs -> MAX_JOBS={max_jobs} "
-                f"({per_job:g} GiB per compile job, cap {facts['max_jobs_cap']})",
+                f"({per_job:g} GiB per compile job of a {spec.package} "
+                f"{'CUDA' if any(not v.is_cpu for v in spec.cuda_variants) else 'CPU'} build)",
                 data=data,
             )
         )

@@ -17,6 +17,7 @@ import jinja2
 
 from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.buildspec.compile_cache import sccache_env_names
+from condapipe.buildspec.compile_jobs import compile_job_gib
 from condapipe.buildspec.families import family_facts, profile, recipes_dir
 from condapipe.buildspec.variant import promise_record
 from condapipe.errors import UsageError
@@ -46,6 +47,15 @@ def compile_cache_values(cache_key: str) -> dict[str, Any]:
     """What recipes/common/compile_cache.sh.j2 needs: the variant's ccache subdirectory and the
     sccache settings build.sh receives by name (the same names go into the recipe's secrets)."""
     return {"cache_key": cache_key, "sccache_env": sccache_env_names()}
+
+
+def per_job_mib(family: str, version: str | None) -> dict[str, int]:
+    """The MiB per compile job build.sh's MAX_JOBS fallback uses, for CPU and CUDA variants: the
+    same figure doctor picks MAX_JOBS with (condapipe.buildspec.compile_jobs)."""
+    return {
+        f"per_job_mib_{kind}": round(compile_job_gib(family, version, cuda=kind == "cuda") * 1024)
+        for kind in ("cpu", "cuda")
+    }
 
 
 def family_data(family: str) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from condapipe.render.families._common import (
     compile_cache_values,
     family_data,
     family_dir,
+    per_job_mib,
     promise_extra,
     render_template,
     select_catalog,
@@ -119,7 +120,7 @@ def build_model(spec: BuildSpec) -> RecipeModel:
 
     body = render_template(
         "libtorch/build.sh.j2",
-        per_job_mib=series.mem_per_job_gb * 1024,
+        **per_job_mib("libtorch", spec.version),
         static_nccl=series.static_nccl,
         split_cuda_read=series.build_split_cuda,
         env_by_cuda=catalog.env_by_cuda,

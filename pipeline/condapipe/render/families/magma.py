@@ -20,6 +20,7 @@ from condapipe.render.families._common import (
     compile_cache_values,
     family_data,
     family_dir,
+    per_job_mib,
     promise_extra,
     render_template,
     select_catalog,
@@ -93,7 +94,7 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         raise UsageError("magma: patch-catalog settings differ between the CUDAs; render each separately")
     body = render_template(
         "magma/build.sh.j2",
-        per_job_mib=data["mem_per_job_gb"] * 1024,
+        **per_job_mib("magma", spec.version),
         launchers_as_args=True,
         **compile_cache_values("${PKG_NAME}-${PKG_VERSION}-cuda${cuda_version}"),
     )

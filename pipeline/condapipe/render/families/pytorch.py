@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
@@ -21,12 +21,14 @@ from packaging.version import Version
 from condapipe.buildspec import tables
 from condapipe.buildspec.build_spec import BuildSpec, CudaVariant
 from condapipe.buildspec.compile_cache import sccache_env_names
+from condapipe.buildspec.run_exports import run_spec
 from condapipe.errors import UsageError
 from condapipe.render.families._common import (
     CatalogSelection,
     common_value,
     compile_cache_values,
     family_data,
+    per_job_mib,
     promise_extra,
     render_template,
     select_catalog,
@@ -135,15 +137,21 @@ def _match_spec(name: str, pin: str) -> str:
 
 
 def _pinned(
-    name: str, series: tables.PytorchInfo, pythons: Sequence[str], package: str | None = None
+    name: str,
+    series: tables.PytorchInfo,
+    pythons: Sequence[str],
+    package: str | None = None,
+    *,
+    to_spec: Callable[[str, str], str] = _match_spec,
 ) -> list[Dep]:
-    """One host dep, or one per Python when the pin differs between the spec's Pythons.
+    """One dep, or one per Python when the pin differs between the spec's Pythons.
 
-    `package` asks for another package at `name`'s pin (mkl-devel at the mkl pin)."""
+    `package` asks for another package at `name`'s pin (mkl-devel at the mkl pin); `to_spec` turns
+    (package, pin) into the match spec (the host pin itself, or the run range it exports)."""
     package = package or name
-    per_python = {py: _match_spec(package, series.pin(name, py)) for py in pythons} if pythons else {}
+    per_python = {py: to_spec(package, series.pin(name, py)) for py in pythons} if pythons else {}
     if not per_python:
-        return [Dep(_match_spec(package, series.pin(name)))]
+        return [Dep(to_spec(package, series.pin(name)))]
     if len(set(per_python.values())) == 1:
         return [Dep(next(iter(per_python.values())))]
     return [Dep(spec, When(python=f"=={py}")) for py, spec in per_python.items()]
@@ -187,7 +195,15 @@ def _requirements(spec: BuildSpec, series: tables.PytorchInfo, rows: list[dict[s
     if cuda_values and has_magma(spec):
         host.append(Dep("{{ magma_package }}", on_cuda))
 
+    # What the build compiled against and links at run time: numpy's C API and MKL, in the range
+    # their run_exports give (data/run_exports.yaml), never looser than what the binary needs.
     run: list[Dep] = [Dep("python")]
+    run += _pinned("numpy", series, spec.pythons, to_spec=run_spec)
+    if spec.blas == "mkl":
+        run += [
+            _on_platforms(d, blas.get("platforms", ()))
+            for d in _pinned("mkl", series, spec.pythons, to_spec=run_spec)
+        ]
     for dep in series.run_deps:
         if dep.blas is not None and dep.blas != spec.blas:
             continue
@@ -198,12 +214,14 @@ def _requirements(spec: BuildSpec, series: tables.PytorchInfo, rows: list[dict[s
     if cuda_values and not spec.jetson:
         run.append(Dep("{{ cuda_run_constraint }}", on_cuda))
 
-    # Mutex scheme of builder#823: every build depends on its pytorch-mutex variant; a CPU build
-    # wants cpuonly, a CUDA build forbids it. (The older cpuonly-feature era is down-prioritizing,
-    # see build_model.)
+    # Mutex scheme of builder#823, as constraints: pytorch-mutex and cpuonly exist only in PyTorch's
+    # frozen channel, so the package needs neither (it installs from conda-forge alone, where the
+    # build string's cpu/cuda tag selects the variant), yet in an environment that has PyTorch's
+    # mutex, it must be this variant's; a CPU build accepts cpuonly, a CUDA build forbids it. (The
+    # older cpuonly-feature era is down-prioritizing, see build_model.)
     constrained: list[Dep] = []
     if series.mutex == "pytorch-mutex":
-        run.append(Dep("pytorch-mutex ==1.0 {{ torch_variant }}"))
+        constrained.append(Dep("pytorch-mutex ==1.0 {{ torch_variant }}"))
         if has_cpu:
             constrained.append(Dep("cpuonly", on_cpu))
         if cuda_values:
@@ -236,6 +254,9 @@ def torch_env(spec: BuildSpec, data: dict, catalog: CatalogSelection, *, magma_o
     and a Jetson profile's, overridable by --env). `magma_off` is how the build spells USE_MAGMA off
     (setup.py reads "0", a direct CMake call "OFF")."""
     env: dict[str, str] = dict(data["constant_env"])
+    # Hermetic: what CMake would detect on the build machine is decided, not found (one list, in
+    # pytorch's profile: libtorch compiles the same CMake).
+    env.update(dict.fromkeys(family_data("pytorch")["system_detected_off"], magma_off))
     env["BLAS"] = data["blas"][spec.blas]["setting"]
     if not has_magma(spec) and any(not v.is_cpu for v in spec.cuda_variants):
         env["USE_MAGMA"] = magma_off
@@ -280,7 +301,7 @@ def build_model(spec: BuildSpec) -> RecipeModel:
 
     body = render_template(
         "pytorch/build.sh.j2",
-        per_job_mib=series.mem_per_job_gb * 1024,
+        **per_job_mib("pytorch", spec.version),
         static_nccl=series.static_nccl,
         split_cuda_read=series.build_split_cuda,
         env_by_cuda=catalog.env_by_cuda,

@@ -22,6 +22,7 @@ from condapipe.render.families._common import (
     common_value,
     family_data,
     family_dir,
+    per_job_mib,
     promise_extra,
     render_template,
     select_catalog,
@@ -140,7 +141,7 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         "torchvision/build.sh.j2",
         torch_version=info.torch,
         webp=info.webp,
-        per_job_mib=int(float(data["mem_per_job_gb"]) * 1024),
+        **per_job_mib(FAMILY, spec.version),
     )
     tag = common_value(rows, "build_tag")
     webp = "1" if info.webp else "0"

@@ -11,6 +11,10 @@ export BUILD_SHARED_LIBS="ON"
 export BUILD_PYTHON="OFF"
 export BUILD_TEST="OFF"
 export INSTALL_TEST="OFF"
+export USE_MPI="OFF"
+export USE_NUMA="OFF"
+export USE_ROCM="OFF"
+export USE_XPU="OFF"
 export BLAS="MKL"
 export CMAKE_POLICY_VERSION_MINIMUM="3.5"
 export _GLIBCXX_USE_CXX11_ABI="0"
@@ -22,13 +26,19 @@ export _GLIBCXX_USE_CXX11_ABI="0"
 export CMAKE_PREFIX_PATH="${PREFIX}"
 export MAGMA_HOME="${PREFIX}"
 
-# MAX_JOBS: compile jobs that fit in the memory available now (8192 MiB per job for
-# this build), at most one per core and at least one. nproc alone OOMs on big CUDA kernels
-# (pytorch/pytorch#62840, #108669). A MAX_JOBS given by the user wins.
+# MAX_JOBS: one compile job a core, as many as the memory available now holds at this family's
+# measured memory per job (3072 MiB for a CPU variant, 8192 MiB for a CUDA
+# one; condapipe doctor picks the same figure), at least one. nproc alone OOMs on big CUDA kernels
+# (pytorch/pytorch#62840, #108669). A MAX_JOBS given by the user (or by doctor) wins.
 if [[ -z "${MAX_JOBS:-}" ]]; then
+    if [[ "${cuda_version:-cpu}" == "cpu" ]]; then
+        per_job_mib=3072
+    else
+        per_job_mib=8192
+    fi
     mem_kib=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
     cores=$(getconf _NPROCESSORS_ONLN)
-    MAX_JOBS=$(( ${mem_kib:-0} / (8192 * 1024) ))
+    MAX_JOBS=$(( ${mem_kib:-0} / (per_job_mib * 1024) ))
     if (( MAX_JOBS > cores )); then
         MAX_JOBS=${cores}
     fi

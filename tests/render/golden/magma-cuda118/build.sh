@@ -16,13 +16,19 @@ if [[ "${nvcc_version}" != "${cuda_version}" ]]; then
     exit 1
 fi
 
-# MAX_JOBS: compile jobs that fit in the memory available now (3072 MiB per job for
-# this build), at most one per core and at least one. nproc alone OOMs on big CUDA kernels
-# (pytorch/pytorch#62840, #108669). A MAX_JOBS given by the user wins.
+# MAX_JOBS: one compile job a core, as many as the memory available now holds at this family's
+# measured memory per job (3072 MiB for a CPU variant, 3072 MiB for a CUDA
+# one; condapipe doctor picks the same figure), at least one. nproc alone OOMs on big CUDA kernels
+# (pytorch/pytorch#62840, #108669). A MAX_JOBS given by the user (or by doctor) wins.
 if [[ -z "${MAX_JOBS:-}" ]]; then
+    if [[ "${cuda_version:-cpu}" == "cpu" ]]; then
+        per_job_mib=3072
+    else
+        per_job_mib=3072
+    fi
     mem_kib=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
     cores=$(getconf _NPROCESSORS_ONLN)
-    MAX_JOBS=$(( ${mem_kib:-0} / (3072 * 1024) ))
+    MAX_JOBS=$(( ${mem_kib:-0} / (per_job_mib * 1024) ))
     if (( MAX_JOBS > cores )); then
         MAX_JOBS=${cores}
     fi
