@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# A real PyTorch CPU package through condapipe on the lent GPU machine (16 cores, no network), in
-# consecutive commands while the machine stays warm. What travels is at most 64 MiB a call, so the
-# files come in parts (.gpu/carry/*) that `stash` moves aside; `setup` installs condapipe, unpacks the
-# tree and makes the host channel; `start` launches the build detached (setsid: it outlives the
-# command); `watch N` reports progress for N seconds and copies the logs to $OUT.
+# A real PyTorch CPU package through condapipe on the lent many-core machine (no network), in
+# consecutive commands while the machine stays warm, with doctor's own MAX_JOBS. What travels is at
+# most 64 MiB a call, so the files come in parts (.gpu/carry/partNN, listed in .gpu/carry/MANIFEST.txt)
+# that `stash` moves aside; `setup` joins them, installs condapipe, unpacks the tree and PyTorch's
+# tests and makes the host channel (PyPI wheels via `condapipe wheels`) and the stand-in channel
+# (conda-forge's libgomp, from the machine's gcc); `start` launches the build detached (setsid: it
+# outlives the command) beside a compile-memory sampler; `watch N` reports progress for N seconds
+# and copies the logs to $OUT; `env` makes a fresh environment from the channel and imports torch;
+# `tests N` runs PyTorch's own test files of the same release against it for at most N seconds.
 #
-# usage: scripts/pytorch_cpu_device.sh stash|setup|start|watch SECONDS
-# Files (made here by scripts/pytorch_tree/cpu_bundle.py and `pip download`, see
-# scripts/pytorch_cpu_device_results.md): pytorch-2.6.0-cpu.tar.zst, condapipe's dependency wheels
-# (site/*.whl), host wheels (host/*.whl: numpy, mkl, ...).
+# usage: scripts/pytorch_cpu_device.sh stash|setup|start|watch SECONDS|env|tests SECONDS
+# Files: see scripts/pytorch_cpu_device_results.md (made here with scripts/pytorch_tree/ and
+# `pip download`).
 set -euo pipefail
 stage=/root/stage
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,36 +24,68 @@ case "${1:-}" in
 stash)
     mkdir -p "$stage"
     cp -a "$root"/.gpu/carry/. "$stage"/
-    du -sh "$stage"; find "$stage" -maxdepth 2 | head -40
+    du -sh "$stage"
     ;;
 setup)
     s=$(t0)
-    cat "$stage"/tree.part.* >"$stage/pytorch-2.6.0-cpu.tar.zst" 2>/dev/null || true
-    for w in "$stage"/host/*.whl.part.aa; do
-        [ -e "$w" ] || continue
-        cat "${w%.aa}".* >"${w%.part.aa}"
-        rm -f "${w%.aa}".*
+    mkdir -p /root/files
+    # Join the parts: every file of the manifest, checked against its sha256.
+    "$py" - "$stage" /root/files <<'PY'
+import hashlib, pathlib, sys
+stage, dest = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+for line in (stage / "MANIFEST.txt").read_text().splitlines():
+    if not line.strip() or line.startswith("#"):
+        continue
+    fields = line.split()
+    name, sha, kind = fields[0], fields[1], fields[3]
+    parts = sorted(stage.glob(f"part*/{name}")) + sorted(stage.glob(f"part*/{name}.part.*"))
+    out = dest / kind / name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    h = hashlib.sha256()
+    with open(out, "wb") as fh:
+        for p in parts:
+            data = p.read_bytes()
+            h.update(data)
+            fh.write(data)
+    if h.hexdigest() != sha:
+        sys.exit(f"{name}: sha256 mismatch ({len(parts)} parts)")
+print("joined", sum(1 for _ in dest.rglob("*") if _.is_file()), "files")
+PY
+    for t in /root/files/*/*.contents.tar.zst; do
+        [ -e "$t" ] || continue
+        "$py" "$root/.gpu/rezip_wheel.py" "$t" "$(dirname "$t")"
+        rm -f "$t"
     done
     "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /root/site \
-        --no-build-isolation "$stage"/site/*.whl "$root"
+        --no-build-isolation /root/files/site/*.whl "$root"
     condapipe --version
     mkdir -p /root/src
-    "$py" -c 'import sys, tarfile, zstandard
+    for t in /root/files/tree/*.tar.zst /root/files/test/*.tar.zst; do
+        "$py" -c 'import sys, tarfile, zstandard
 with open(sys.argv[1], "rb") as fh, zstandard.ZstdDecompressor().stream_reader(fh) as z, tarfile.open(fileobj=z, mode="r|") as t:
-    t.extractall(sys.argv[2], filter="data")' "$stage/pytorch-2.6.0-cpu.tar.zst" /root/src
-    cat /root/src/pytorch-2.6.0/version.txt
-    condapipe wheels "$stage"/host --to /root/host-channel
+    t.extractall(sys.argv[2], filter="data")' "$t" /root/src
+    done
+    ls /root/src
+    condapipe wheels /root/files/host --to /root/host-channel
+    "$root/scripts/standins/libgomp_recipe.sh" /root/standin/libgomp
+    (cd /root && condapipe build /root/standin/libgomp --engine rattler-build --output-dir /root/standin-channel \
+        --work-dir /root/work-standin | tail -3)
     echo "setup took $(( $(t0) - s )) s"
     ;;
 start)
     cd /root
-    # MAX_JOBS: all 16 cores (128 GiB: ~8 GiB a job is far more than a CPU TU needs).
-    setsid nohup env MAX_JOBS=16 condapipe build pytorch --version 2.6.0 --python 3.12 --cuda cpu \
-        --source /root/src/pytorch-2.6.0 --engine rattler-build --build-tools wheels \
-        -c /root/host-channel --override-channels --output-dir /root/channel --work-dir /root/work \
+    tree=$(dirname "$(find /root/src -maxdepth 2 -name version.txt | head -1)")
+    # No MAX_JOBS: doctor's own choice is what this run measures.
+    setsid nohup condapipe build pytorch --version 2.6.0 --python 3.12 --cuda cpu \
+        --source "$tree" --engine rattler-build --build-tools wheels \
+        -c /root/host-channel -c /root/standin-channel --override-channels \
+        --output-dir /root/channel --work-dir /root/work \
         >"$log" 2>&1 </dev/null &
-    echo "started at $(date -u +%FT%TZ) (pid $!)" | tee /root/started
-    sleep 20; tail -5 "$log"
+    pid=$!
+    setsid nohup "$py" "$root/bench/compile_job_memory.py" --pid "$pid" --out /root/compile_memory.json \
+        >/root/compile_memory.log 2>&1 </dev/null &
+    echo "started at $(date -u +%FT%TZ) (pid $pid)" | tee /root/started
+    sleep 25; tail -c 2000 "$log"
     ;;
 watch)
     end=$(( $(t0) + ${2:-60} ))
@@ -58,16 +93,52 @@ watch)
         step=$(find /root/work -path '*logs/*.log' -exec grep -hoa '\[[0-9]*/[0-9]*\]' {} + 2>/dev/null | tail -1 || true)
         echo "$(date -u +%T) load $(cut -d' ' -f1 /proc/loadavg) ninja ${step:-none} | $(tail -c 160 "$log" | tr '\n' ' ')"
         pgrep -f "condapipe build pytorch" >/dev/null || { echo "build process ended"; break; }
-        sleep 60
+        sleep 30
     done
     cat /root/started
     mkdir -p "$OUT"
     cp "$log" "$OUT/condapipe-build.log" || true
-    find /root/work -path '*logs/*.log' -exec sh -c 'tail -c 15000000 "$1" >"$2/$(basename "$1")"' _ {} "$OUT" \; || true
-    find /root/work -path '*logs/*.log' -exec grep -hoa '\[[0-9]*/[0-9]*\]' {} + 2>/dev/null | tail -1 || true
+    cp /root/compile_memory.json "$OUT/" 2>/dev/null || true
+    cp /root/work/report.json "$OUT/" 2>/dev/null || true
+    find /root/work -path '*logs/*.log' -newer /root/started -exec sh -c 'tail -c 12000000 "$1" >"$2/$(basename "$1")"' _ {} "$OUT" \; || true
+    grep -a -A80 "\*\*\*\*\*\*\*\* Summary \*\*\*\*\*\*\*\*" /root/work/logs/*.log | tail -80 >"$OUT/cmake-summary.txt" || true
+    ls -la /root/channel/linux-64 2>/dev/null || true
+    ;;
+env)
+    rm -rf /root/fresh
+    "$py" "$root/scripts/fresh_env.py" /root/fresh --channel /root/channel --channel /root/host-channel \
+        --channel /root/standin-channel pytorch | tee /root/fresh-env.txt
+    cd /tmp
+    /root/fresh/bin/python -c 'import torch, numpy; print(torch.__version__, torch.__file__); print(torch.__config__.show()); print(torch.from_numpy(numpy.arange(6.0)).sum().item()); print("parallel:", torch.__config__.parallel_info())'
+    for f in /root/fresh/lib/python3.12/site-packages/torch/lib/*.so*; do
+        readelf -d "$f" | grep -o 'NEEDED.*\[.*\]' | sed "s|^|$(basename "$f") |"
+    done | sort -u | grep -v 'libtorch\|libc10\|libshm' || true
+    ;;
+tests)
+    budget=${2:-300}
+    src=$(dirname "$(find /root/src -maxdepth 3 -path "*/test/test_torch.py" | head -1)")
+    # The tests run with the fresh environment's python; pytest and its plugins (host wheels) come
+    # from a folder of their own, not the machine's python (its triton cannot load under torch 2.6).
+    rm -rf /root/testsite
+    "$py" -m pip install -q --no-index --no-deps --no-compile --target /root/testsite \
+        /root/files/host/pytest-*.whl /root/files/host/pluggy-*.whl /root/files/host/iniconfig-*.whl \
+        /root/files/host/packaging-*.whl /root/files/host/hypothesis-*.whl /root/files/host/attrs-*.whl \
+        /root/files/host/sortedcontainers-*.whl /root/files/host/expecttest-*.whl \
+        /root/files/host/pytest_xdist-*.whl /root/files/host/execnet-*.whl /root/files/host/psutil-*.whl
+    cd "$src"
+    mkdir -p "$OUT"
+    s=$(t0)
+    set +e
+    PYTHONPATH=/root/testsite timeout -s INT -k 30 "$budget" /root/fresh/bin/python -m pytest --noconftest -p no:cacheprovider \
+        -n 48 -q -o addopts= test_torch.py test_linalg.py test_binary_ufuncs.py \
+        --junitxml="$OUT/pytorch-tests.xml" >"$OUT/pytorch-tests.log" 2>&1
+    rc=$?
+    set -e
+    echo "pytest exit $rc after $(( $(t0) - s )) s"
+    tail -5 "$OUT/pytorch-tests.log"
     ;;
 *)
-    echo "usage: $0 stash|setup|start|watch SECONDS" >&2
+    echo "usage: $0 stash|setup|start|watch SECONDS|env|tests SECONDS" >&2
     exit 2
     ;;
 esac
