@@ -51,6 +51,7 @@ def run_spec(name: str, host_pin: str) -> str:
         if lowest in SpecifierSet(str(row["host"])):
             floor = str(row["floor"])
             break
-    if rule.get("upper") == "major":
+    # An open pin (">=2019") leaves the version built against unknown at render time: no upper bound.
+    if rule.get("upper") == "major" and not host_pin.lstrip().startswith(">"):
         return f"{name} >={floor},<{lowest.major + 1}.0a0"
     return f"{name} >={floor}"
