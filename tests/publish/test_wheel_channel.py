@@ -109,6 +109,25 @@ def test_a_wheel_for_another_python_is_refused_naming_both(tmp_path: Path) -> No
     assert not (tmp_path / "ch").exists()  # checked before anything is written
 
 
+def test_a_stable_abi_wheel_of_an_older_cpython_is_taken_a_newer_one_refused(tmp_path: Path) -> None:
+    # psutil ships cp36-abi3 wheels: the stable ABI runs on CPython 3.6 and every newer one (pip takes it).
+    minor = int(running_python().short.split(".")[1])
+    older = tmp_path / "older"
+    older.mkdir()
+    ok = older / "stable-1.0-cp36-abi3-manylinux2014_x86_64.whl"
+    with zipfile.ZipFile(ok, "w") as z:
+        z.writestr("stable-1.0.dist-info/METADATA", "Name: stable\nVersion: 1.0\n")
+        z.writestr("stable/__init__.py", "")
+    code, _, err = condapipe("wheels", str(ok), "--to", str(tmp_path / "ch"), "--no-python", cwd=tmp_path)
+    assert code == 0, err
+    assert list((tmp_path / "ch/linux-64").glob("stable-1.0-*.conda"))
+    newer = tmp_path / f"future-1.0-cp3{minor + 1}-abi3-manylinux2014_x86_64.whl"
+    with zipfile.ZipFile(newer, "w") as z:
+        z.writestr("future-1.0.dist-info/METADATA", "Name: future\nVersion: 1.0\n")
+    code, _, err = condapipe("wheels", str(newer), "--to", str(tmp_path / "ch2"), cwd=tmp_path)
+    assert code == 2 and f"built for cp3{minor + 1}" in err
+
+
 @pytest.mark.parametrize("member", ["../escape.py", "/abs.py", "pkg/../../x.py"])
 def test_a_wheel_member_outside_its_tree_is_refused(tmp_path: Path, member: str) -> None:
     bad = tmp_path / "evil-1.0-py3-none-any.whl"

@@ -173,9 +173,18 @@ def conda_dependency(requirement: str, target: TargetPython) -> str | None:
     return " ".join([conda_name(req.name), ",".join(sorted(specs))]).strip()
 
 
+def _stable_abi_fits(tag: str, target: TargetPython) -> bool:
+    """Whether a `cp3XY` tag of an abi3 wheel is at most the target CPython's version."""
+    match = re.fullmatch(r"cp3(\d+)", tag)
+    return bool(match) and int(match[1]) <= int(target.short.split(".")[1])
+
+
 def _check_tags(path: Path, py: str, abi: str, plat: str, target: TargetPython) -> None:
-    """The wheel's tags must fit the target CPython on linux x86_64."""
-    if not set(py.split(".")) & {"py3", target.tag, "py" + target.short.replace(".", "")}:
+    """The wheel's tags must fit the target CPython on linux x86_64 (a cpXY-abi3 wheel: any CPython
+    3.XY or newer, the stable ABI's promise, as pip installs it)."""
+    tags = set(py.split("."))
+    stable = abi == "abi3" and any(_stable_abi_fits(tag, target) for tag in tags)
+    if not stable and not tags & {"py3", target.tag, "py" + target.short.replace(".", "")}:
         raise UsageError(f"{path.name}: built for {py}, not for CPython {target.short}")
     if abi not in ("none", "abi3", target.tag) and not abi.startswith(target.tag):
         raise UsageError(f"{path.name}: ABI {abi} does not match CPython {target.short}")
