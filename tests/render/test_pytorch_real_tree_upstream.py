@@ -456,6 +456,8 @@ def check_against_spec(
     # Hermetic: what the machine has (OpenMPI, libnuma, ROCm, oneAPI) is decided off, not detected.
     for name in family_facts("pytorch")["system_detected_off"]:
         want(name, summary.get(name, cache.get(name)), False)
+    # ...and the machine's ccache is not put in front of the compilers unless --compile-cache asks.
+    want("Using ccache if found", summary.get("Using ccache if found", cache.get("USE_CCACHE")), False)
     if cuda:
         want("USE_CUDNN", summary.get("USE_CUDNN"), variant["cudnn_version"] != "none")
         want("USE_MAGMA", cache.get("USE_MAGMA"), variant["magma_package"] != "none")

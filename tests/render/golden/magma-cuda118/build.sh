@@ -85,6 +85,10 @@ cc_source_dir="${SRC_DIR:-${PWD}}"
 build_root="$(dirname "${cc_source_dir}")"
 cc_launchers=()
 compile_cache_report() { :; }
+# PyTorch's own USE_CCACHE (default ON) puts whatever ccache the machine has in front of every compile,
+# with its cache in the user's home (the real 2.6.0 configure: "Found ccache : /usr/bin/ccache"):
+# caching is condapipe's decision (--compile-cache), so it is off unless the ccache branch turns it on.
+export USE_CCACHE=0
 cc_dep_stats=""
 # The wrapper's count of FindCUDA `-M` passes served from the cache and run for real.
 depend_report() {
