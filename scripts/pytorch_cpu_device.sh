@@ -24,6 +24,7 @@ case "${1:-}" in
 stash)
     mkdir -p "$stage"
     cp -a "$root"/.gpu/carry/. "$stage"/
+    if [ -f "$root/.gpu/rezip_wheel.py" ]; then cp "$root/.gpu/rezip_wheel.py" "$stage/"; fi
     du -sh "$stage"
     ;;
 setup)
@@ -51,14 +52,16 @@ for line in (stage / "MANIFEST.txt").read_text().splitlines():
         sys.exit(f"{name}: sha256 mismatch ({len(parts)} parts)")
 print("joined", sum(1 for _ in dest.rglob("*") if _.is_file()), "files")
 PY
-    for t in /root/files/*/*.contents.tar.zst; do
-        [ -e "$t" ] || continue
-        "$py" "$root/.gpu/rezip_wheel.py" "$t" "$(dirname "$t")"
-        rm -f "$t"
-    done
     "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /root/site \
         --no-build-isolation /root/files/site/*.whl "$root"
     condapipe --version
+    # A wheel that travelled as its recompressed contents (NAME.whl.contents.tar.zst) is zipped again,
+    # every file checked against its RECORD (zstandard now comes from /root/site).
+    for t in /root/files/*/*.contents.tar.zst; do
+        [ -e "$t" ] || continue
+        "$py" "$stage/rezip_wheel.py" "$t" "${t%.contents.tar.zst}"
+        rm -f "$t"
+    done
     mkdir -p /root/src
     for t in /root/files/tree/*.tar.zst /root/files/test/*.tar.zst; do
         "$py" -c 'import sys, tarfile, zstandard
