@@ -26,7 +26,9 @@ def _meta(tmp_path: Path, *args: str) -> dict:
 
 
 @pytest.mark.parametrize("version", ["1.13.1", "2.4.1", "2.6.0", "2.15.0"])
-def test_every_library_the_cpu_package_links_is_provided_by_a_run_requirement(tmp_path: Path, version: str) -> None:
+def test_every_library_the_cpu_package_links_comes_from_a_run_requirement(
+    tmp_path: Path, version: str
+) -> None:
     python = "3.10" if version != "2.15.0" else "3.12"
     run = _meta(tmp_path, "--version", version, "--cuda", "cpu", "--python", python)["requirements"]["run"]
     provided = dependency_libs(run)
@@ -43,7 +45,8 @@ def test_numpy_and_mkl_run_ranges_follow_what_the_build_compiled_against(tmp_pat
 
 def test_nothing_only_pytorchs_frozen_channel_has_is_required(tmp_path: Path) -> None:
     for cuda in ("cpu", "13.0"):
-        run = _meta(tmp_path / cuda, "--version", "2.10.0", "--cuda", cuda, "--python", "3.12")["requirements"]["run"]
+        meta = _meta(tmp_path / cuda, "--version", "2.10.0", "--cuda", cuda, "--python", "3.12")
+        run = meta["requirements"]["run"]
         names = {d.split()[0] for d in run}
         assert not names & {"pytorch-mutex", "cpuonly", "blas", "llvm-openmp"}, run
 
