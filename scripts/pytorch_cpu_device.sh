@@ -30,38 +30,44 @@ stash)
 setup)
     s=$(t0)
     mkdir -p /root/files
-    # Join the parts: every file of the manifest, checked against its sha256.
+    # Join the parts: every file of the manifest (sha256 size kind name part/piece...), checked.
     "$py" - "$stage" /root/files <<'PY'
 import hashlib, pathlib, sys
 stage, dest = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+count = 0
 for line in (stage / "MANIFEST.txt").read_text().splitlines():
     if not line.strip() or line.startswith("#"):
         continue
-    fields = line.split()
-    name, sha, kind = fields[0], fields[1], fields[3]
-    parts = sorted(stage.glob(f"part*/{name}")) + sorted(stage.glob(f"part*/{name}.part.*"))
+    sha, size, kind, name, *parts = line.split()
     out = dest / kind / name
     out.parent.mkdir(parents=True, exist_ok=True)
     h = hashlib.sha256()
     with open(out, "wb") as fh:
-        for p in parts:
-            data = p.read_bytes()
+        for part in parts:
+            data = (stage / part).read_bytes()
             h.update(data)
             fh.write(data)
-    if h.hexdigest() != sha:
-        sys.exit(f"{name}: sha256 mismatch ({len(parts)} parts)")
-print("joined", sum(1 for _ in dest.rglob("*") if _.is_file()), "files")
+    if h.hexdigest() != sha or out.stat().st_size != int(size):
+        sys.exit(f"{name}: sha256 or size mismatch ({len(parts)} parts)")
+    count += 1
+print("joined", count, "files")
 PY
+    # condapipe's wheel is built with the site wheels' setuptools (not the machine's), then everything
+    # goes into /root/site in one install (a second --target install would replace its bin/).
+    "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /root/build-site \
+        /root/files/site/setuptools-*.whl
+    PYTHONPATH=/root/build-site "$py" -m pip wheel -q --no-index --no-deps --no-build-isolation -w /root/cpwheel "$root"
     "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /root/site \
-        --no-build-isolation /root/files/site/*.whl "$root"
+        /root/files/site/*.whl /root/cpwheel/condapipe-*.whl
     condapipe --version
-    # A wheel that travelled as its recompressed contents (NAME.whl.contents.tar.zst) is zipped again,
-    # every file checked against its RECORD (zstandard now comes from /root/site).
-    for t in /root/files/*/*.contents.tar.zst; do
-        [ -e "$t" ] || continue
-        "$py" "$stage/rezip_wheel.py" "$t" "${t%.contents.tar.zst}"
+    # A wheel that travelled as its recompressed contents is zipped again under the name the
+    # manifest's NOTE gives, every file checked against its RECORD (zstandard from /root/site).
+    grep -o 'rezip_wheel.py [^ ]*\.contents\.tar\.zst [^ ]*\.whl' "$stage/MANIFEST.txt" | while read -r _ tarname whl; do
+        t="/root/files/host/$tarname"
+        "$py" "$stage/rezip_wheel.py" "$t" "/root/files/host/$whl"
         rm -f "$t"
     done
+    find /root/files/host -name "*.whl" | wc -l
     mkdir -p /root/src
     for t in /root/files/tree/*.tar.zst /root/files/test/*.tar.zst; do
         "$py" -c 'import sys, tarfile, zstandard
@@ -119,7 +125,7 @@ env)
     ;;
 tests)
     budget=${2:-300}
-    src=$(dirname "$(find /root/src -maxdepth 3 -path "*/test/test_torch.py" | head -1)")
+    src=/root/src/test  # the orig tarball's whole test/ (the bundle keeps only its top-level files)
     # The tests run with the fresh environment's python; pytest and its plugins (host wheels) come
     # from a folder of their own, not the machine's python (its triton cannot load under torch 2.6).
     rm -rf /root/testsite
