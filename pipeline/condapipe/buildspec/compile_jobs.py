@@ -27,9 +27,9 @@ KINDS = ("cpu", "cuda")
 
 @cache
 def _default() -> dict[str, Any]:
-    """What a package of no family gets (a recipe dir's package): doctor.yaml's default_family."""
-    text = resources.files("condapipe.data").joinpath("doctor.yaml").read_text(encoding="utf-8")
-    return dict(YAML(typ="safe").load(text)["default_family"]["compile_job_gib"])
+    """What a package of no family gets (a recipe dir's package)."""
+    text = resources.files("condapipe.data").joinpath("compile_jobs.yaml").read_text(encoding="utf-8")
+    return dict(YAML(typ="safe").load(text)["default"])
 
 
 def _figure(package: str) -> dict[str, Any]:
