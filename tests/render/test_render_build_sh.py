@@ -48,14 +48,18 @@ def _mem_available_kib() -> int:
 
 
 def _run_pytorch_build(
-    tmp_path: Path, recipe: Path, extra_env: dict[str, str] | None = None, path_prefix: Path | None = None
+    tmp_path: Path,
+    recipe: Path,
+    extra_env: dict[str, str] | None = None,
+    path_prefix: Path | None = None,
+    setup_py: str = RECORDER,
 ) -> tuple[subprocess.CompletedProcess[str], dict]:
     """Run recipe/build.sh as conda-build would (variant keys + PKG_* in env) in a scratch src dir."""
     cbc = load_yaml((recipe / "conda_build_config.yaml").read_text())
     (variant,) = variant_combos(cbc)
     src = tmp_path / "src"
     src.mkdir(exist_ok=True)
-    (src / "setup.py").write_text(RECORDER)
+    (src / "setup.py").write_text(setup_py)
     bindir = tmp_path / "bin"
     bindir.mkdir(exist_ok=True)
     if not (bindir / "python").exists():
@@ -277,3 +281,26 @@ def test_max_jobs_snippet_takes_the_cuda_figure_for_a_cuda_variant() -> None:
     }
     assert f"result={os.cpu_count() or 1}" in run["cpu"]
     assert "result=1" in run["13.0"]
+
+
+ATEN_WRITER = """\
+import os, sys
+site = os.environ["SP_DIR"]
+folder = os.path.join(site, "torch", "share", "cmake", "ATen")
+os.makedirs(folder)
+with open(os.path.join(folder, "ATenConfig.cmake"), "w") as fh:
+    fh.write('set(ATEN_FOUND 1)\\nset(ATEN_INCLUDE_DIR "%s/torch/include")\\n' % os.getcwd())
+"""
+
+
+def test_aten_config_names_its_installed_headers_not_the_build_tree(tmp_path: Path) -> None:
+    # setup.py's CMake install writes ATenConfig.cmake naming $SRC_DIR/torch/include (the real 2.6.0
+    # package: verify refused the build-machine path); build.sh makes it relative to the file.
+    recipe = _render(tmp_path, "pytorch", "--version", "2.4.1", "--cuda", "cpu", "--python", "3.10")
+    site = tmp_path / "prefix/lib/python3.10/site-packages"
+    env = {"SP_DIR": str(site), "SRC_DIR": str(tmp_path / "src")}
+    proc, _ = _run_pytorch_build(tmp_path, recipe, env, setup_py=ATEN_WRITER)
+    assert proc.returncode == 0, proc.stderr
+    config = (site / "torch/share/cmake/ATen/ATenConfig.cmake").read_text()
+    assert 'set(ATEN_INCLUDE_DIR "${CMAKE_CURRENT_LIST_DIR}/../../../include")' in config
+    assert str(tmp_path) not in config

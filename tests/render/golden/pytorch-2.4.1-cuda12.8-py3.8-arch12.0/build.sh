@@ -465,6 +465,36 @@ condapipe_pip_record() {
     done
 }
 
+# setup.py installs CMake's tree into the source folder (CMAKE_INSTALL_PREFIX=$SRC_DIR/torch), so
+# ATenConfig.cmake, written from cmake/ATenConfig.cmake.in, names the build tree's include folder
+# ($SRC_DIR/torch/include): a build-machine path in every environment (the real 2.6.0 package:
+# verify refused it). The headers are installed beside it, so it names them relative to itself.
+condapipe_relocate_aten_config() {
+    local site="${SP_DIR:-}"
+    if [[ -z "${site}" ]]; then
+        site=$("${PYTHON}" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    fi
+    local config="${site}/torch/share/cmake/ATen/ATenConfig.cmake"
+    [[ -f "${config}" && ! -L "${config}" ]] || return 0
+    "${PYTHON}" - "${config}" "${SRC_DIR:-${PWD}}/torch/include" "$(pwd -P)/torch/include" <<'PY'
+import os
+import sys
+
+path, *built = sys.argv[1:]
+with open(path, encoding="utf-8") as fh:
+    text = fh.read()
+new = text
+for folder in built:
+    new = new.replace(folder, "${CMAKE_CURRENT_LIST_DIR}/../../../include")
+if new != text:
+    tmp = path + ".condapipe-tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(new)
+    os.replace(tmp, path)
+PY
+}
+
 python setup.py install
 condapipe_pip_record torch
+condapipe_relocate_aten_config
 compile_cache_report
