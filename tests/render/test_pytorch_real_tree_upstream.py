@@ -436,6 +436,30 @@ def on(value: str | None) -> bool:
     return (value or "").upper() in ("ON", "1", "TRUE", "YES")
 
 
+def aten_config_leaks(build_sh: str, src: Path, site: Path) -> list[str]:
+    """The ATenConfig.cmake this configure wrote, installed into a scratch site-packages and passed
+    through the rendered build.sh's own relocation: it must name no build-tree path (the real 2.6.0
+    package on the many-core machine was refused by verify for it)."""
+    written = src / "build/caffe2/aten/src/ATen/cmake-exports/ATenConfig.cmake"
+    if not written.is_file():
+        return [f"no ATenConfig.cmake at {written}"]
+    match = re.search(r"^condapipe_relocate_aten_config\(\) \{\n.*?^\}\n", build_sh, re.M | re.S)
+    if match is None:
+        return ["build.sh defines no condapipe_relocate_aten_config"]
+    installed = site / "torch/share/cmake/ATen/ATenConfig.cmake"
+    installed.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(written, installed)
+    script = f"set -euo pipefail\n{match[0]}\ncondapipe_relocate_aten_config\n"
+    env = {**os.environ, "SP_DIR": str(site), "SRC_DIR": str(src), "PYTHON": sys.executable}
+    proc = subprocess.run(
+        ["bash", "-c", script], cwd=src, env=env, capture_output=True, text=True, check=False
+    )
+    text = installed.read_text()
+    if proc.returncode != 0 or str(src) in text or str(src.resolve()) in text:
+        return [f"ATenConfig.cmake still names the build tree (rc={proc.returncode}): {text.strip()[-300:]}"]
+    return []
+
+
 def check_against_spec(
     cell: Cell,
     variant: dict[str, str],
@@ -766,6 +790,7 @@ def test_seed_cell_configures_and_compiles_against_the_real_tree(cell: Cell, tmp
         "host_has_six": host["six"],
     }
     mismatches = check_against_spec(cell, variant, exports, summary, cache)
+    mismatches += aten_config_leaks(build_sh, src, work / "aten-site")
     record.data["spec_mismatches"] = mismatches
     record.write()
 
