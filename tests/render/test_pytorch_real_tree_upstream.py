@@ -478,10 +478,14 @@ def check_against_spec(
     want("USE_CUDA", summary.get("USE_CUDA"), cuda)
     want("USE_NCCL", summary.get("USE_NCCL"), cuda)
     # Hermetic: what the machine has (OpenMPI, libnuma, ROCm, oneAPI) is decided off, not detected.
+    # A name CMake reports nowhere would pass as "off": each must be in the summary or the cache.
     for name in family_facts("pytorch")["system_detected_off"]:
-        want(name, summary.get(name, cache.get(name)), False)
+        got = summary.get(name, cache.get(name))
+        if got is None:
+            bad.append(f"{name}: neither the summary nor CMakeCache.txt reports it")
+        want(name, got, False)
     # ...and the machine's ccache is not put in front of the compilers unless --compile-cache asks.
-    want("Using ccache if found", summary.get("Using ccache if found", cache.get("USE_CCACHE")), False)
+    want("USE_CCACHE", cache.get("USE_CCACHE", "missing"), False)
     if cuda:
         want("USE_CUDNN", summary.get("USE_CUDNN"), variant["cudnn_version"] != "none")
         want("USE_MAGMA", cache.get("USE_MAGMA"), variant["magma_package"] != "none")
