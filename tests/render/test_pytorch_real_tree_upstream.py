@@ -485,7 +485,9 @@ def check_against_spec(
             bad.append(f"{name}: neither the summary nor CMakeCache.txt reports it")
         want(name, got, False)
     # ...and the machine's ccache is not put in front of the compilers unless --compile-cache asks.
-    want("USE_CCACHE", cache.get("USE_CCACHE", "missing"), False)
+    if "USE_CCACHE" not in cache:
+        bad.append("USE_CCACHE: CMakeCache.txt does not report it")
+    want("USE_CCACHE", cache.get("USE_CCACHE"), False)
     if cuda:
         want("USE_CUDNN", summary.get("USE_CUDNN"), variant["cudnn_version"] != "none")
         want("USE_MAGMA", cache.get("USE_MAGMA"), variant["magma_package"] != "none")
