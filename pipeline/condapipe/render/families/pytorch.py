@@ -53,6 +53,12 @@ CUDA_CHECK = (
     "python -c \"import torch; v = torch.version.cuda or 'cpu'; "
     "assert v == '{{ cuda_version }}', 'torch.version.cuda is %s' % v\""
 )
+# numpy is a run requirement because torch's C API is compiled against it: without it torch warns
+# "Failed to initialize NumPy" and from_numpy fails (the 2026-11-27 real package).
+NUMPY_CHECK = (
+    'python -c "import numpy, torch; '
+    "assert torch.from_numpy(numpy.arange(3.0)).sum().item() == 3.0, 'torch.from_numpy'\""
+)
 # get_arch_list() is empty without a GPU; the comparison runs where a GPU is present.
 ARCH_CHECK = (
     "python -c \"import torch; want = sorted(a for a in '{{ torch_arch_names }}'.split() if a != 'none'); "
@@ -316,7 +322,7 @@ def build_model(spec: BuildSpec) -> RecipeModel:
     if series.mutex == "cpuonly-feature" and has_cpu:
         down = DownPrioritize("cpuonly", When(cuda=("cpu",)) if len(rows) > 1 else ALWAYS)
     tag = common_value(rows, "build_tag")
-    tests = [CUDA_CHECK]
+    tests = [CUDA_CHECK, NUMPY_CHECK]
     if common_value(rows, "cuda_version") != "cpu":
         tests.append(ARCH_CHECK)
     return RecipeModel(
