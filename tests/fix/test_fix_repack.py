@@ -16,6 +16,7 @@ from elfkit import make_package, sha256, write_metadata
 from condapipe.errors import UsageError
 from condapipe.package.io import (
     PackOptions,
+    machine_memory_bound_mib,
     pack,
     read_index,
     unpack,
@@ -84,19 +85,42 @@ def test_paths_json_is_refreshed_for_changed_and_added_files(tree: Path) -> None
 def test_zstd_workers_are_capped_by_memory() -> None:
     assert 100 < zstd_worker_mib(19) < 200
     assert zstd_worker_mib(19, lean=True) < zstd_worker_mib(19) / 2
+    gib = 1024  # a 1 GiB bound, as a small machine's share of its memory gives
     # few cores: the level's own tables fit the 1 GiB bound on every core
-    assert PackOptions(zstd_level=19, threads=4).zstd_threads() == 4
-    assert not PackOptions(zstd_level=19, threads=4).lean_tables()
+    assert PackOptions(zstd_level=19, threads=4, max_memory_mib=gib).zstd_threads() == 4
+    assert not PackOptions(zstd_level=19, threads=4, max_memory_mib=gib).lean_tables()
     # many cores: lean tables keep every core busy within the bound instead of idling 11 of 16
-    many = PackOptions(zstd_level=19, threads=16)
+    many = PackOptions(zstd_level=19, threads=16, max_memory_mib=gib)
     assert many.lean_tables() and many.zstd_threads() == 16
     assert 16 * zstd_worker_mib(19, lean=True) + 256 <= 1024
-    assert PackOptions(zstd_level=19, threads=64).zstd_threads() < 64
+    assert PackOptions(zstd_level=19, threads=64, max_memory_mib=gib).zstd_threads() < 64
     # no bound: the level's own tables on every core
     unbound = PackOptions(zstd_level=19, threads=16, max_memory_mib=0)
     assert unbound.zstd_threads() == 16 and not unbound.lean_tables()
-    assert PackOptions(zstd_level=3, threads=16).zstd_threads() == 16
-    assert PackOptions(zstd_level=22, threads=16).zstd_threads() < 8
+    assert PackOptions(zstd_level=3, threads=16, max_memory_mib=gib).zstd_threads() == 16
+    assert PackOptions(zstd_level=22, threads=16, max_memory_mib=gib).zstd_threads() < 8
+
+
+def _meminfo(tmp_path: Path, available_gib: float) -> Path:
+    path = tmp_path / "meminfo"
+    kib = int(available_gib * 1024 * 1024)
+    path.write_text(f"MemTotal:       {kib * 2} kB\nMemFree:        {kib} kB\nMemAvailable:   {kib} kB\n")
+    return path
+
+
+def test_the_compressor_memory_bound_comes_from_the_machine(tmp_path: Path) -> None:
+    # The 64-core machine (503 GiB available): no cap leaves cores idle; standard tables on all 64.
+    big = machine_memory_bound_mib(_meminfo(tmp_path, 503))
+    options = PackOptions(zstd_level=19, threads=64, max_memory_mib=big)
+    assert options.zstd_threads() == 64 and not options.lean_tables()
+    # A 4 GiB machine: 1 GiB for the compressor, within which 16 cores still all work (lean tables).
+    small = machine_memory_bound_mib(_meminfo(tmp_path, 4))
+    assert small == 1024
+    assert PackOptions(zstd_level=19, threads=16, max_memory_mib=small).zstd_threads() == 16
+    # Nothing readable: the floor, never more than a small machine can give.
+    assert machine_memory_bound_mib(tmp_path / "missing") == 512
+    # The default is this machine's own share.
+    assert PackOptions().max_memory_mib == machine_memory_bound_mib()
 
 
 def test_lean_tables_cost_little_ratio_and_round_trip(tmp_path: Path) -> None:

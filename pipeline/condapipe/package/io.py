@@ -304,6 +304,27 @@ def write_atomic(path: Path, data: bytes) -> None:
 # -- packing ------------------------------------------------------------------------------
 
 
+_MEMINFO = Path("/proc/meminfo")
+_MEMORY_SHARE = 4  # the compressor may take a quarter of the memory available when it starts
+_MEMORY_FLOOR_MIB = 512  # what a small or unreadable machine still gets (lean workers fit in it)
+
+
+def machine_memory_bound_mib(meminfo: Path = _MEMINFO) -> int:
+    """The compressor's default memory bound: a share of the memory available now (MemAvailable;
+    MemTotal where the kernel has none), never under the floor. A 64-core machine with 500 GiB gets
+    standard tables on every core; a small one stays within its bound with lean workers."""
+    try:
+        with meminfo.open("rb") as fh:  # /proc/meminfo is small; a bounded read
+            text = fh.read(16384).decode("ascii", "replace")
+    except OSError:
+        return _MEMORY_FLOOR_MIB
+    fields = dict(re.findall(r"^(\w+):\s+(\d+) kB", text, re.MULTILINE))
+    kib = fields.get("MemAvailable") or fields.get("MemTotal")
+    if not kib:
+        return _MEMORY_FLOOR_MIB
+    return max(_MEMORY_FLOOR_MIB, int(kib) // 1024 // _MEMORY_SHARE)
+
+
 @dataclass(frozen=True)
 class PackOptions:
     """Compression settings; level 19 is conda-build's default, threads 0 means all cores.
@@ -312,13 +333,14 @@ class PackOptions:
     so `max_memory_mib` bounds the workers: 16 standard workers would need over 2 GiB. When the
     standard tables leave cores idle under the bound, the workers use smaller match tables and
     jobs instead (about 46 MiB each at level 19; ~1-1.5 % larger output), so a many-core machine still
-    compresses on every core within the bound. 0 lifts the bound (standard tables, all cores).
+    compresses on every core within the bound. The bound comes from the machine (a quarter of the
+    memory available, machine_memory_bound_mib); 0 lifts it (standard tables, all cores).
     """
 
     zstd_level: int = DEFAULT_ZSTD_LEVEL
     threads: int = 0
     bz2_level: int = 9
-    max_memory_mib: int = 1024
+    max_memory_mib: int = field(default_factory=machine_memory_bound_mib)
 
     def _wanted(self) -> int:
         return self.threads if self.threads > 0 else (os.cpu_count() or 1)

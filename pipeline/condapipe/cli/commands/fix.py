@@ -73,9 +73,9 @@ from condapipe.safe_paths import destination
     "--max-memory",
     "max_memory_mib",
     type=click.IntRange(min=0),
-    default=1024,
-    show_default=True,
-    help="MiB the zstd workers may use: fewer or leaner workers (smaller match tables) to fit (0: no bound).",
+    default=None,
+    help="MiB the zstd workers may use: fewer or leaner workers (smaller match tables) to fit "
+    "(default: a quarter of the memory available; 0: no bound).",
 )
 @click.option(
     "--any-dir",
@@ -96,7 +96,7 @@ def command(
     output_dir: Path | None,
     zstd_level: int,
     threads: int,
-    max_memory_mib: int,
+    max_memory_mib: int | None,
     any_dir: bool,
     dry_run: bool,
     as_json: bool,
@@ -121,7 +121,9 @@ def command(
         jobs=jobs,
         dry_run=dry_run,
     )
-    pack_options = PackOptions(zstd_level=zstd_level, threads=threads, max_memory_mib=max_memory_mib)
+    pack_options = PackOptions(zstd_level=zstd_level, threads=threads)
+    if max_memory_mib is not None:
+        pack_options = PackOptions(zstd_level=zstd_level, threads=threads, max_memory_mib=max_memory_mib)
     reports: list[FixReport] = []
     for target in targets:
         if target.is_dir():
