@@ -14,8 +14,9 @@ prefix scan and packing at the draft level).
 Next to it, in the same run and over the same bytes: the floor, one `tar | zstd -T0 -LEVEL`
 pass; and (flow `engine-final`) the engine packing at the final level itself, the alternative
 for a package the fix leaves unchanged. Targets (issue 27): engine packaging + fix + verify +
-publish <= 1.25x the floor, the package within +2 % of the floor's bytes, peak RSS of the fix,
-verify and publish steps < 1 GiB.
+publish <= 1.25x the floor, the package within +2 % of the floor's bytes; the peak RSS of the fix,
+verify and publish steps is printed (the compressor's bound is a quarter of the memory available,
+condapipe.package.io.machine_memory_bound_mib, so it grows with the machine).
 
     python bench/postbuild_bench.py --size 580 --flows floor,rattler-build --json out.json
     python bench/postbuild_bench.py --sizes 580,3400 --level 19 --workdir /tmp/pb
@@ -337,7 +338,7 @@ def _print_table(size_mb: int, res: dict[str, object]) -> None:
             print(
                 f"| **{engine}: engine packaging + fix + verify + publish** | **{whole:.1f} s** | | "
                 f"{own} MiB (fix/verify/publish) | | {size:+.1%} vs the floor | "
-                f"**{whole / floor_s:.2f}x the floor** (target <= 1.25x, size <= +2 %, RSS < 1024 MiB) |"
+                f"**{whole / floor_s:.2f}x the floor** (target <= 1.25x, size <= +2 %) |"
             )
         print(
             f"| {engine}: whole `condapipe build` | {run['wall_s']} s | {run['peak_rss_mib']} MiB "
