@@ -172,6 +172,15 @@ def _ticking_recipe(root: Path) -> tuple[Path, Path, Path, Path]:
     return recipe, pid_file, ticks, stop
 
 
+def _as_a_terminal_job() -> None:
+    """The signal dispositions a job an interactive shell starts has: a test runner started under
+    `nohup` ignores SIGHUP (and one in the background may ignore SIGINT), which its children inherit
+    and condapipe rightly keeps ignoring (a nohup'd build survives a hang-up); a terminal's job
+    has the defaults."""
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTSTP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _paused_job(
     project: Path, recipe: Path, pid_file: Path, ticks: Path
 ) -> tuple[subprocess.Popen[str], int]:
@@ -180,7 +189,7 @@ def _paused_job(
     it) — then Ctrl-Z'd once its script ticks; returns the job and the script's PID."""
     proc = subprocess.Popen(
         _argv(recipe), cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        process_group=0,
+        process_group=0, preexec_fn=_as_a_terminal_job,
     )  # fmt: skip
     _wait_for(
         "the build script never started",
