@@ -112,6 +112,7 @@ watch)
     find /root/work -path '*logs/*.log' -newer /root/started -exec sh -c 'tail -c 12000000 "$1" >"$2/$(basename "$1")"' _ {} "$OUT" \; || true
     grep -a -A80 "\*\*\*\*\*\*\*\* Summary \*\*\*\*\*\*\*\*" /root/work/logs/*.log | tail -80 >"$OUT/cmake-summary.txt" || true
     ls -la /root/channel/linux-64 2>/dev/null || true
+    cp /root/channel/linux-64/repodata.json "$OUT/channel-repodata.json" 2>/dev/null || true
     ;;
 env)
     rm -rf /root/fresh
@@ -139,7 +140,7 @@ tests)
     s=$(t0)
     set +e
     PYTHONPATH=/root/testsite timeout -s INT -k 30 "$budget" /root/fresh/bin/python -m pytest --noconftest -p no:cacheprovider \
-        -n 48 -q -o addopts= test_torch.py test_linalg.py test_binary_ufuncs.py \
+        -n 60 -q -o addopts= test_torch.py test_linalg.py test_binary_ufuncs.py \
         --junitxml="$OUT/pytorch-tests.xml" >"$OUT/pytorch-tests.log" 2>&1
     rc=$?
     set -e
