@@ -9,7 +9,7 @@
 # and copies the logs to $OUT; `env` makes a fresh environment from the channel and imports torch;
 # `tests N` runs PyTorch's own test files of the same release against it for at most N seconds.
 #
-# usage: scripts/pytorch_cpu_device.sh stash|setup|start|watch SECONDS|env|tests SECONDS
+# usage: scripts/pytorch_cpu_device.sh stash|setup|start|watch SECONDS|env|tests SECONDS|baseline|watch-baseline SECONDS
 # Files: see scripts/pytorch_cpu_device_results.md (made here with scripts/pytorch_tree/ and
 # `pip download`).
 set -euo pipefail
@@ -147,8 +147,65 @@ tests)
     echo "pytest exit $rc after $(( $(t0) - s )) s"
     tail -5 "$OUT/pytorch-tests.log"
     ;;
+baseline)
+    # The bare build a user would run by hand, for the ratio of condapipe's build step to it: a fresh
+    # copy of the same tree, an environment of the same host packages from the same host channel,
+    # the same knobs condapipe's rendered build.sh exports as literals (USE_*, BLAS, BUILD_TEST,
+    # _GLIBCXX_USE_CXX11_ABI, ...), the MAX_JOBS condapipe printed, six for NNPACK (offline), and
+    # `python setup.py bdist_wheel`, timed; no compiler cache in either. Detached: `watch-baseline N` reports.
+    rm -rf /root/baseline-src /root/baseline-env /root/.baseline-env-pkgs
+    mkdir -p /root/baseline-src
+    "$py" -c 'import sys, tarfile, zstandard
+with open(sys.argv[1], "rb") as fh, zstandard.ZstdDecompressor().stream_reader(fh) as z, tarfile.open(fileobj=z, mode="r|") as t:
+    t.extractall(sys.argv[2], filter="data")' /root/files/tree/*.tar.zst /root/baseline-src
+    "$py" "$root/scripts/fresh_env.py" /root/baseline-env --channel /root/host-channel \
+        "python 3.12.*" "numpy 2.0.1.*" "setuptools >=70.1.0" "typing_extensions >=4.10.0" pyyaml ninja six pip \
+        "mkl-devel 2023.1.*" >/root/baseline-env.txt
+    rendered=$(grep -rlsa --include=build.sh '^export TH_BINARY_BUILD=' /root/work | head -1)
+    [ -n "$rendered" ] || { echo "no rendered pytorch build.sh under /root/work" >&2; exit 1; }
+    jobs=$(grep -ao 'condapipe: MAX_JOBS=[0-9]*' "$log" | head -1 | cut -d= -f2)
+    tree=$(dirname "$(find /root/baseline-src -maxdepth 2 -name version.txt | head -1)")
+    cd "$tree"
+    setsid nohup "$py" - "$rendered" "$jobs" /root/baseline-env "$tree" >/root/baseline.log 2>&1 <<'PY' &
+import os, re, subprocess, sys, time
+rendered, jobs, prefix, tree = sys.argv[1:]
+env = dict(os.environ)
+for name, value in re.findall(r'^export ([A-Z_][A-Z0-9_]*)="([^"$`\\]*)"$', open(rendered).read(), re.M):
+    env[name] = value
+six = subprocess.run([f"{prefix}/bin/python", "-c", "import os, six; print(os.path.dirname(six.__file__))"],
+                     capture_output=True, text=True, check=True).stdout.strip()
+# As condapipe's build: six for NNPACK, and no compiler cache (XNNPACK would put the machine's
+# ccache, gloo any sccache, in front of every compile), so both builds compile the same way.
+with open(f"{tree}/baseline-six.cmake", "w") as fh:
+    fh.write(f'set(PYTHON_SIX_SOURCE_DIR "{six}" CACHE STRING "six")\n'
+             'set(CCACHE_BINARY OFF CACHE FILEPATH "none")\nset(SCCACHE_EXECUTABLE OFF CACHE FILEPATH "none")\n')
+env.update(MAX_JOBS=jobs, USE_CUDA="0", USE_CCACHE="0", CMAKE_PREFIX_PATH=prefix,
+           CMAKE_LIBRARY_PATH=f"{prefix}/lib:{prefix}/include", PYTORCH_BUILD_VERSION="2.6.0",
+           PYTORCH_BUILD_NUMBER="0", CMAKE_PROJECT_INCLUDE=f"{tree}/baseline-six.cmake",
+           CONDA_PREFIX=prefix, PATH=f"{prefix}/bin:" + env["PATH"].replace("/root/site/bin:", ""))
+env.pop("PYTHONPATH", None)
+print("knobs:", {k: env[k] for k in sorted(env) if k.startswith(("USE_", "BUILD_", "BLAS", "MAX_JOBS", "_GLIBCXX", "CMAKE_", "TH_", "PYTORCH_"))}, flush=True)
+start = time.monotonic()
+rc = subprocess.call([f"{prefix}/bin/python", "setup.py", "bdist_wheel"], env=env)
+print(f"baseline: python setup.py bdist_wheel exit {rc} in {time.monotonic() - start:.1f} s", flush=True)
+PY
+    echo "baseline started at $(date -u +%FT%TZ), MAX_JOBS=$jobs, knobs from $rendered" | tee /root/baseline-started
+    sleep 20; tail -c 1500 /root/baseline.log
+    ;;
+watch-baseline)
+    end=$(( $(t0) + ${2:-60} ))
+    while [ "$(t0)" -lt "$end" ]; do
+        echo "$(date -u +%T) load $(cut -d' ' -f1 /proc/loadavg) | $(grep -ao '\[[0-9]*/[0-9]*\]' /root/baseline.log | tail -1) $(tail -c 120 /root/baseline.log | tr '\n' ' ')"
+        grep -q '^baseline: ' /root/baseline.log && break
+        sleep 30
+    done
+    mkdir -p "$OUT"
+    grep -a '^knobs:\|^baseline: \|MAX_JOBS\|Summary' /root/baseline.log | tail -20
+    tail -c 8000000 /root/baseline.log >"$OUT/baseline.log"
+    ls -la "$(dirname "$(find /root/baseline-src -maxdepth 2 -name version.txt | head -1)")"/dist 2>/dev/null || true
+    ;;
 *)
-    echo "usage: $0 stash|setup|start|watch SECONDS|env|tests SECONDS" >&2
+    echo "usage: $0 stash|setup|start|watch SECONDS|env|tests SECONDS|baseline|watch-baseline SECONDS" >&2
     exit 2
     ;;
 esac

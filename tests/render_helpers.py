@@ -89,3 +89,23 @@ def v1_render(recipe_dir: Path, platform: str) -> list[Any]:
 
 def recipe_files(recipe_dir: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(recipe_dir.iterdir()) if p.is_file()}
+
+
+_LAUNCHER_LINE = re.compile(r"^\s*(?:command|LAUNCHER)\s*=\s*(\S+)", re.M)
+
+
+def compiler_launchers(build_dir: Path) -> set[str]:
+    """Programs a CMake Ninja build puts in front of its compilers (ccache, sccache, ...).
+
+    CMake writes a target's launcher into its compile rule's command (rules.ninja, CMake 3.x) or
+    as the edge's LAUNCHER variable (build.ninja, newer releases): the first word of either that
+    names a compiler cache is a launcher.
+    """
+    found: set[str] = set()
+    for name in ("CMakeFiles/rules.ninja", "build.ninja"):
+        path = build_dir / name
+        if path.is_file():
+            for first in _LAUNCHER_LINE.findall(path.read_text(errors="replace")):
+                if Path(first).name in {"ccache", "sccache"}:
+                    found.add(first)
+    return found

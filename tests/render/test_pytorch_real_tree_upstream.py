@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from render_helpers import load_yaml, run_cli, v0_meta, variant_combos
+from render_helpers import compiler_launchers, load_yaml, run_cli, v0_meta, variant_combos
 
 from condapipe.buildspec.families import family_facts
 
@@ -797,6 +797,9 @@ def test_seed_cell_configures_and_compiles_against_the_real_tree(cell: Cell, tmp
     }
     mismatches = check_against_spec(cell, variant, exports, summary, cache)
     mismatches += aten_config_leaks(build_sh, src, work / "aten-site")
+    # ...and no third-party CMakeLists (XNNPACK: ccache, gloo: sccache) put the machine's compiler
+    # cache in front of the compilers: without --compile-cache, no target has a launcher.
+    mismatches += [f"compiler launcher {p} in build.ninja" for p in sorted(compiler_launchers(src / "build"))]
     record.data["spec_mismatches"] = mismatches
     record.write()
 

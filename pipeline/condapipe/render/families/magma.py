@@ -96,6 +96,7 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         "magma/build.sh.j2",
         **per_job_mib("magma", spec.version),
         launchers_as_args=True,
+        answers_launcher_searches=False,
         **compile_cache_values("${PKG_NAME}-${PKG_VERSION}-cuda${cuda_version}"),
     )
     name = common_value(rows, "magma_package") or "{{ magma_package }}"

@@ -315,6 +315,7 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         **_forwarding(data["setup_py_forwards"]),
         system_cudnn=bool(spec.jetson),
         launchers_as_args=False,
+        answers_launcher_searches=True,
         **compile_cache_values("${PKG_NAME}-${PKG_VERSION}-${build_tag}"),
     )
     has_cpu = "cpu" in spec.cudas

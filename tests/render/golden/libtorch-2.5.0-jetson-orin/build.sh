@@ -371,6 +371,7 @@ if [[ "${CONDAPIPE_COMPILE_CACHE:-}" == "sccache" ]]; then
     export SCCACHE_BASEDIRS="${build_root}"
     if sccache --start-server > "${cc_state}/start.log" 2>&1; then
         set_launchers sccache "${cc_state}/bin"
+        cc_sccache_program="$(command -v sccache)"
         compile_cache_report() {
             # The JSON, without its cache_location (which may name the endpoint).
             echo "condapipe: sccache stats: $(sccache --show-stats --stats-format json |
@@ -412,6 +413,14 @@ elif [[ -n "${CONDAPIPE_COMPILE_CACHE:-}" ]]; then
     }
     echo "condapipe: compile cache ${CCACHE_DIR} (libtorch compiled once for all Pythons)"
 fi
+# Third-party CMakeLists pick a compiler launcher from PATH by themselves, for every target configured
+# after them: XNNPACK puts any ccache it finds in front of every compile (a FORCEd cache entry, so
+# USE_CCACHE=0 does not stop it), gloo any sccache (condapipe's own dependency: on PATH wherever
+# condapipe is installed). Which launcher runs is condapipe's decision, so their searches
+# (find_program of CCACHE_BINARY, SCCACHE_EXECUTABLE) are answered in advance: OFF, or the sccache
+# this build runs (PyTorch's CUDA rules also read SCCACHE_EXECUTABLE to keep nvcc cacheable).
+cc_found_programs=(-DCCACHE_BINARY=OFF "-DSCCACHE_EXECUTABLE=${cc_sccache_program:-OFF}")
+cc_launchers+=("${cc_found_programs[@]}")
 
 # CMake options from the environment, as PyTorch's setup.py passes them: every BUILD_* and USE_*
 # variable becomes a -D option (USE_CUDA, USE_NCCL=0 from the patch catalog, USE_MAGMA, ...).

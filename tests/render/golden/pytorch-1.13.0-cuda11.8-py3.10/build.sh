@@ -91,16 +91,6 @@ if [[ "${cmake_major:-0}" =~ ^[0-9]+$ ]] && (( cmake_major >= 4 )); then
     export CMAKE_POLICY_VERSION_MINIMUM="${CMAKE_POLICY_VERSION_MINIMUM:-3.5}"
 fi
 
-# NNPACK's configure downloads the `six` Python package unless PYTHON_SIX_SOURCE_DIR is set, which
-# setup.py never forwards: offline that is minutes of retries before PeachPy finds no six. CMake
-# includes CMAKE_PROJECT_INCLUDE after every project() (setup.py forwards CMAKE_* as -D), so it names
-# the host environment's six (a host requirement) there.
-if six_dir=$(python -c 'import os, six; print(os.path.dirname(six.__file__))' 2>/dev/null); then
-    printf 'if(NOT DEFINED PYTHON_SIX_SOURCE_DIR)\n  set(PYTHON_SIX_SOURCE_DIR "%s" CACHE STRING "six")\nendif()\n' \
-        "${six_dir}" >"${PWD}/condapipe-six.cmake"
-    export CMAKE_PROJECT_INCLUDE="${PWD}/condapipe-six.cmake"
-fi
-
 if [[ "${cuda_version}" == "cpu" ]]; then
     export USE_CUDA=0
 else
@@ -402,6 +392,7 @@ if [[ "${CONDAPIPE_COMPILE_CACHE:-}" == "sccache" ]]; then
     export SCCACHE_BASEDIRS="${build_root}"
     if sccache --start-server > "${cc_state}/start.log" 2>&1; then
         set_launchers sccache "${cc_state}/bin"
+        cc_sccache_program="$(command -v sccache)"
         compile_cache_report() {
             # The JSON, without its cache_location (which may name the endpoint).
             echo "condapipe: sccache stats: $(sccache --show-stats --stats-format json |
@@ -442,6 +433,32 @@ elif [[ -n "${CONDAPIPE_COMPILE_CACHE:-}" ]]; then
         depend_report
     }
     echo "condapipe: compile cache ${CCACHE_DIR} (libtorch compiled once for all Pythons)"
+fi
+# Third-party CMakeLists pick a compiler launcher from PATH by themselves, for every target configured
+# after them: XNNPACK puts any ccache it finds in front of every compile (a FORCEd cache entry, so
+# USE_CCACHE=0 does not stop it), gloo any sccache (condapipe's own dependency: on PATH wherever
+# condapipe is installed). Which launcher runs is condapipe's decision, so their searches
+# (find_program of CCACHE_BINARY, SCCACHE_EXECUTABLE) are answered in advance: OFF, or the sccache
+# this build runs (PyTorch's CUDA rules also read SCCACHE_EXECUTABLE to keep nvcc cacheable).
+cc_found_programs=(-DCCACHE_BINARY=OFF "-DSCCACHE_EXECUTABLE=${cc_sccache_program:-OFF}")
+# A recipe that cannot pass options (setup.py) names them in the file CMake includes after every
+# project() (CMAKE_PROJECT_INCLUDE, which setup.py forwards); the recipe may add to that file.
+cc_project_include="${cc_source_dir}/condapipe-project.cmake"
+: >"${cc_project_include}"
+for cc_item in "${cc_found_programs[@]}"; do
+    cc_item="${cc_item#-D}"
+    printf 'if(NOT DEFINED %s)\n  set(%s "%s" CACHE FILEPATH "condapipe: the compiler launcher is its decision")\nendif()\n' \
+        "${cc_item%%=*}" "${cc_item%%=*}" "${cc_item#*=}" >>"${cc_project_include}"
+done
+export CMAKE_PROJECT_INCLUDE="${cc_project_include}"
+
+# NNPACK's configure downloads the `six` Python package unless PYTHON_SIX_SOURCE_DIR is set, which
+# setup.py never forwards: offline that is minutes of retries before PeachPy finds no six. So the
+# file CMake includes after every project() (begun above with the launcher decision) names the host
+# environment's six (a host requirement).
+if six_dir=$(python -c 'import os, six; print(os.path.dirname(six.__file__))' 2>/dev/null); then
+    printf 'if(NOT DEFINED PYTHON_SIX_SOURCE_DIR)\n  set(PYTHON_SIX_SOURCE_DIR "%s" CACHE STRING "six")\nendif()\n' \
+        "${six_dir}" >>"${cc_project_include}"
 fi
 # pip records `pip install .` from a local folder in <dist>.dist-info/direct_url.json (PEP 610) as
 # file:///<the build's work folder>: meaningless in a package, and a build-machine path in every
