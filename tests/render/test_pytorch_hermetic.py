@@ -70,7 +70,9 @@ def test_the_package_installs_only_into_the_python_it_was_compiled_for(tmp_path:
     # would have installed into a Python 3.11 environment. Both formats, as each engine renders them.
     out = tmp_path / "recipe"
     version = "2.6.0" if family == "pytorch" else "0.21.0"
-    result = run_cli("render", family, "--version", version, "--cuda", "cpu", "--python", "3.12", "-o", str(out))
+    result = run_cli(
+        "render", family, "--version", version, "--cuda", "cpu", "--python", "3.12", "-o", str(out)
+    )
     assert result.exit_code == 0, result.output
     cbc = load_yaml((out / "conda_build_config.yaml").read_text())
     assert "python 3.12.*" in v0_meta(out, "linux-64", variant_combos(cbc)[0])["requirements"]["run"]
