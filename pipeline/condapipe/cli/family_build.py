@@ -124,10 +124,12 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
             plan, request.channels, run_tests=options.run_tests, dry_run=True, as_json=request.as_json
         )
         unresolved = resolution is not None and not resolution.ok
-        stopped = (bool(doctor.blocking) and not request.force) or unresolved
+        stopped = doctor.stops(request.force) or unresolved
         if stopped:  # the real run stops at preflight: none of its steps would run
             why = "stopped by the blocking doctor finding above (--force builds anyway)"
-            if not (doctor.blocking and not request.force):
+            if doctor.unforceable:
+                why = "stopped by the blocking doctor finding above"
+            elif not doctor.stops(request.force):
                 why = "stopped: the dependencies above do not resolve"
             rows = [{**row, "action": "stop", "why": why} if row["action"] == "run" else row for row in rows]
         if request.as_json:

@@ -21,6 +21,7 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from condapipe.buildspec import tables
 from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.buildspec.compile_jobs import spec_job_gib
 from condapipe.doctor.costs import disk_need
@@ -132,6 +133,31 @@ def _older_gccs(machine: Machine, limit: int) -> list[str]:
     return found
 
 
+def _apt_has(machine: Machine, package: str) -> bool | None:
+    """Whether this machine's apt sources offer `package`; None where there is no apt-cache."""
+    if not machine.which("apt-cache"):
+        return None
+    out = _run(["apt-cache", "show", "--no-all-versions", package], machine)
+    return bool(out and out.strip())
+
+
+def _older_gcc_fix(machine: Machine, limit: int, major: int) -> str:
+    """How to get a gcc nvcc accepts, true on this machine: apt's gcc-N only where apt has it
+    (Debian 12 has no gcc-9), else a CUDA whose nvcc accepts this gcc, or conda-forge's gcc."""
+    export = f"export CC=gcc-{limit} CXX=g++-{limit} NVCC_CCBIN=g++-{limit}"
+    has = _apt_has(machine, f"gcc-{limit}")
+    if has:
+        return f"sudo apt-get install gcc-{limit} g++-{limit}, then {export}"
+    fits = [c for c in tables.cuda_versions() if tables.cuda_info(c).max_gcc >= major]
+    conda = (
+        f"gcc {limit} from conda-forge (`gcc_linux-64={limit} gxx_linux-64={limit}`) with CC, CXX and "
+        "NVCC_CCBIN exported to it"
+    )
+    where = "this system's apt sources have no" if has is False else "install a"
+    alternatives = [f"--cuda {fits[0]} or newer (nvcc accepts gcc {major})"] if fits else []
+    return f"{where} gcc-{limit}: " + " or ".join([*alternatives, conda])
+
+
 def check_gcc(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
     """The host compiler nvcc will call must not be newer than its host_config.h accepts."""
     res = CheckResult()
@@ -163,10 +189,7 @@ def check_gcc(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
             gxx = older[0].replace("gcc-", "g++-")
             fix = f"export CC={older[0]} CXX={gxx} NVCC_CCBIN={gxx} (found on PATH)"
         else:
-            fix = (
-                f"install gcc-{limit} g++-{limit} and export CC=gcc-{limit} CXX=g++-{limit} "
-                f"NVCC_CCBIN=g++-{limit}"
-            )
+            fix = _older_gcc_fix(machine, limit, major)
         res.findings.append(
             Finding(
                 "gcc",
@@ -642,10 +665,14 @@ def check_platform(spec: BuildSpec, machine: Machine, **_: object) -> CheckResul
             "block",
             f"this {machine.arch} machine cannot build {spec.platform} packages (no cross-compiling)",
             fix=f"run the build {where}; `condapipe render` works on any machine",
+            forceable=False,
         )
     )
     return res
 
+
+# Checks whose findings hold even when this machine cannot build the platform (run_doctor).
+HOST_INDEPENDENT: tuple[Callable[..., CheckResult], ...] = (check_platform, check_destinations)
 
 ALL: tuple[Callable[..., CheckResult], ...] = (
     check_platform,

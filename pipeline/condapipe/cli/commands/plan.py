@@ -125,7 +125,7 @@ def command(
     target = output_file(output, "-o/--output", force=force) if output is not None else None
     _check_ci_values(channels, upload_channel, install)
     settings = settings_from_flags(package, spec_params, compile_cache=compile_cache)
-    spec, choices = machine_spec(settings)
+    spec, choices = machine_spec(settings, companions=companions)
     options = PlanOptions(
         output_dir=DEFAULT_OUTPUT_DIR.absolute(),
         work_dir=DEFAULT_WORK_DIR.absolute(),
