@@ -38,6 +38,7 @@ from condapipe.plan import (
 )
 from condapipe.plan.channels import ChannelSetup
 from condapipe.plan.runner import Step
+from condapipe.plan.source_probe import raise_source_problems, source_problems
 from condapipe.render.families._common import family_data
 
 
@@ -55,6 +56,7 @@ class FamilyBuild:
     channels: ChannelSetup | None = None  # probed channels: the plan's environments are solved first
     doctor_command: str = "condapipe doctor"  # the doctor command that checks this same target
     companions: tuple[str, ...] = ()  # --with FAMILY: built against the spec in the same plan
+    offline: bool = False  # --offline: a remote source cannot be fetched either
 
 
 @dataclass(frozen=True)
@@ -124,13 +126,18 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
             plan, request.channels, run_tests=options.run_tests, dry_run=True, as_json=request.as_json
         )
         unresolved = resolution is not None and not resolution.ok
-        stopped = doctor.stops(request.force) or unresolved
+        sources = source_problems(plan, offline=request.offline)
+        for problem in sources if not request.as_json else ():
+            err_console.print(problem.line(), soft_wrap=True, markup=False, highlight=False)
+        stopped = doctor.stops(request.force) or unresolved or bool(sources)
         if stopped:  # the real run stops at preflight: none of its steps would run
             why = "stopped by the blocking doctor finding above (--force builds anyway)"
             if doctor.unforceable:
                 why = "stopped by the blocking doctor finding above"
             elif not doctor.stops(request.force):
                 why = "stopped: the dependencies above do not resolve"
+                if not unresolved:
+                    why = "stopped: a source above cannot be downloaded"
             rows = [{**row, "action": "stop", "why": why} if row["action"] == "run" else row for row in rows]
         if request.as_json:
             print_json(
@@ -139,6 +146,7 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
                     "would_stop": stopped,
                     "doctor": doctor.to_dict(),
                     "resolve": resolution.to_dict() if resolution else None,
+                    "sources": [vars(p) for p in sources],
                     "notes": list(plan.notes),
                     "steps": rows,
                 }
@@ -149,6 +157,7 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
         doctor.raise_if_blocking(force=request.force, doctor_command=request.doctor_command)
         if resolution is not None and not resolution.ok:
             raise resolution.problem()
+        raise_source_problems(sources)
         return None
     doctor.raise_if_blocking(force=request.force, doctor_command=request.doctor_command)
     plan = make_family_plan(request.spec, options, request.variant, request.companions)
@@ -157,6 +166,7 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
     )
     if resolution is not None and not resolution.ok:
         raise resolution.problem()
+    raise_source_problems(source_problems(plan, offline=request.offline))
     result, error, report = run_and_report(plan)
     report["doctor"] = doctor.to_dict()
     if resolution is not None:
@@ -165,7 +175,7 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
     if request.as_json:
         print_json(report)
     else:
-        print_summary(report, console, paths)
+        print_summary(report, console, paths, steps_shown=live_table_shown())
     if error is not None:
         raise error
     return result
@@ -185,6 +195,12 @@ class _QuietOnceInterrupted:
     def finished(self, step: Step, status: str, why: str, seconds: float) -> None:
         if not interrupted():
             self._display.finished(step, status, why, seconds)
+
+
+def live_table_shown() -> bool:
+    """Whether the live step table (on stderr) stays on the same terminal the summary goes to: then
+    the summary does not print the steps a second time."""
+    return err_console.is_terminal and console.is_terminal
 
 
 def run_and_report(plan: Plan) -> tuple[PlanResult | None, CondapipeError | None, dict[str, Any]]:

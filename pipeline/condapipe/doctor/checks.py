@@ -352,6 +352,52 @@ def check_ram(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
 # ---------------------------------------------------------------- destinations
 
 
+# Kernel file systems that hold no user files: /proc, /sys, /dev and their kin. os.access says root may
+# write there; creating a folder fails with a raw errno hours later, so they are refused up front.
+PSEUDO_FILESYSTEMS = frozenset(
+    {
+        "proc",
+        "sysfs",
+        "devtmpfs",
+        "devpts",
+        "cgroup",
+        "cgroup2",
+        "securityfs",
+        "debugfs",
+        "tracefs",
+        "configfs",
+        "pstore",
+        "bpf",
+        "mqueue",
+        "fusectl",
+        "efivarfs",
+        "binfmt_misc",
+        "autofs",
+        "rpc_pipefs",
+        "nsfs",
+    }
+)
+MOUNTS_FILE = Path("/proc/self/mounts")
+
+
+def _pseudo_filesystem(folder: Path) -> str | None:
+    """The pseudo file system type `folder` (an existing folder) is on, e.g. "proc", or None."""
+    try:
+        mounts = MOUNTS_FILE.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    real = str(folder.resolve())
+    best, kind = "", ""
+    for line in mounts:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace("\\040", " ")
+        if (real == point or real.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+            best, kind = point, fields[2]
+    return kind if kind in PSEUDO_FILESYSTEMS else None
+
+
 def destination_problem(path: Path) -> tuple[str, str] | None:
     """Why condapipe could not create or write into the folder `path` (what, fix), or None.
 
@@ -365,6 +411,12 @@ def destination_problem(path: Path) -> tuple[str, str] | None:
         return (
             f"{target}: {existing} is a file, not a folder",
             f"rename {existing}, or choose another folder",
+        )
+    pseudo = _pseudo_filesystem(existing)
+    if pseudo:
+        return (
+            f"{target} is on {pseudo}, a kernel file system that holds no files (even root cannot write one)",
+            "choose a folder on a disk",
         )
     if os.access(existing, os.W_OK | os.X_OK):
         return None
@@ -393,7 +445,14 @@ def check_destinations(spec: BuildSpec, machine: Machine, **_: object) -> CheckR
         else:
             what, fix = problem
             res.findings.append(
-                Finding("destinations", "block", f"{flag}: {what}", fix=f"{fix} (pass {flag} DIR)")
+                # --force cannot write a folder that cannot be written: never "--force builds anyway"
+                Finding(
+                    "destinations",
+                    "block",
+                    f"{flag}: {what}",
+                    fix=f"{fix} (pass {flag} DIR)",
+                    forceable=False,
+                )
             )
     return res
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from condapipe.errors import BuildFailed
 from condapipe.plan.runner import StepContext, StepOutcome, pause_point
@@ -243,6 +243,29 @@ def verify_action(
     return run
 
 
+class _TestProgress:
+    """py-rattler-build's progress for a package test, into the step's log: without it the test
+    environment's download bars draw over condapipe's live step table on a terminal."""
+
+    def __init__(self, log: Any) -> None:
+        self._log = log
+
+    def on_log(self, event: object) -> None:
+        self._log.write(str(getattr(event, "message", "")))
+
+    def on_build_step(self, event: object) -> None:
+        self._log.write(f"== {getattr(event, 'step_name', '')}: {getattr(event, 'message', '')}")
+
+    def on_download_start(self, event: object) -> None:
+        self._log.write(f"download {getattr(event, 'url', '')}")
+
+    def on_download_progress(self, event: object) -> None:
+        return None
+
+    def on_download_complete(self, event: object) -> None:
+        return None
+
+
 def test_action(fix_step: str, options: PlanOptions) -> Action:
     def run(ctx: StepContext) -> StepOutcome:
         import rattler_build
@@ -258,7 +281,7 @@ def test_action(fix_step: str, options: PlanOptions) -> Action:
                 results[pkg.name] = _run_conda_build_tests(ctx, pkg, channels)
                 continue
             try:
-                outcomes = package.run_tests(channel=channels)
+                outcomes = package.run_tests(channel=channels, progress_callback=_TestProgress(ctx.log))
             except rattler_build.RattlerBuildError as exc:
                 raise BuildFailed(
                     f"tests of {pkg.name} could not run: {exc}", log_path=str(ctx.log.path)

@@ -252,6 +252,7 @@ def command(
                     settings, choices, work_dir=work_dir, output_dir=output_dir, engine=engine
                 ),
                 companions=companions,
+                offline=offline,
             )
         )
         return
