@@ -64,7 +64,9 @@ def test_build_pytorch_with_only_a_cuda_says_what_it_chose_and_why(tmp_path: Pat
     )
     assert lines[1].startswith("chose python 3.9: newest Python pytorch 1.8.0 supports (this interpreter's ")
     assert lines[2] == (
-        "chose arch 3.7+PTX;5.0;6.0;6.1;7.0;7.5;8.0: pytorch's default list for CUDA 11.0 (--arch to change)"
+        "chose arch 3.7+PTX;5.0;6.0;6.1;7.0;7.5;8.0: pytorch's default list for CUDA 11.0; "
+        "5.2 5.3 run 5.0's code, 6.2 run 6.1's code, 7.2 run 7.0's code, "
+        "8.6 8.7 8.8 8.9 run 8.0's code (--arch to change)"
     )
     assert lines[3] == "chose cudnn 8.0.5: the CUDA table's cuDNN for CUDA 11.0 (--cudnn to change)"
     assert lines[4].startswith("warning: pytorch 1.8.0 was not released upstream for CUDA 11.0")

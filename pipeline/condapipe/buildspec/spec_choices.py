@@ -12,6 +12,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from condapipe.buildspec import tables
+from condapipe.buildspec.arch import ArchList, known_capabilities
 from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.buildspec.defaults import Choice
 from condapipe.buildspec.families import family_rules
@@ -42,6 +43,7 @@ def spec_choices(
                 why = f"{kind}'s default list for CUDA {variant.cuda}"
             if len(gpu) > 1:
                 why += f" (CUDA {variant.cuda} variant)"
+            why += covered_by_same_major(variant.archs)
             out.append(Choice("arch", variant.archs.torch_arch_list(), why, pins=False))
     if rules.cudnn and not _given(settings, "cudnn") and not spec.jetson:
         for variant in gpu:
@@ -51,6 +53,21 @@ def spec_choices(
     if "torchvision" in companions and spec.package == "pytorch":
         out.append(_pair_choice(spec.version))
     return tuple(out)
+
+
+def covered_by_same_major(archs: ArchList) -> str:
+    """ "; 8.7 8.9 run 8.6's code": GPUs not in the list that run a listed SASS of the same major and a
+    lower minor (CUDA's binary compatibility), so a 40-series (8.9) user sees their card is served."""
+    sass = sorted({(a.major, a.minor) for a in archs if not a.suffix})
+    groups: dict[tuple[int, int], list[str]] = {}
+    for major, minor in sorted(known_capabilities()):
+        if (major, minor) in sass:
+            continue
+        lower = [s for s in sass if s[0] == major and s[1] < minor]
+        if lower:
+            groups.setdefault(lower[-1], []).append(f"{major}.{minor}")
+    parts = [f"{' '.join(gpus)} run {a}.{b}'s code" for (a, b), gpus in sorted(groups.items())]
+    return f"; {', '.join(parts)}" if parts else ""
 
 
 def _jetpack_choice(spec: BuildSpec, settings: Mapping[str, Any]) -> Choice:
