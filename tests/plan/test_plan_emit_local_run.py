@@ -155,7 +155,7 @@ def test_the_emitted_jobs_run_here_end_with_the_channel_of_a_single_machine_buil
     ci = tmp_path / "ci"
     publish_dir = tmp_path / "published"
     order = run_workflow(workflow, ci, publish_dir, env["PATH"])
-    assert order == ["cuda-smoke-1_0_0-cuda13_0", "publish"]
+    assert order == ["condapipe-wheel", "cuda-smoke-1_0_0-cuda13_0", "publish"]
 
     single = tmp_path / "single"
     single.mkdir()

@@ -52,7 +52,7 @@ def _check_ci_values(channels: tuple[str, ...], upload_channel: str | None, inst
         check_owner(upload_channel, "--upload-channel")
     if not install.strip() or install.lstrip().startswith("-"):
         raise UsageError(
-            "--install: expected . (a wheel of this repository) or a direct reference "
+            "--install: expected a pip requirement: . (a wheel of this repository) or a direct reference "
             "(condapipe @ git+https://…@REV), not an option"
         )
     if install != FROM_REPOSITORY and "@" not in install and "://" not in install and "/" not in install:
@@ -197,15 +197,15 @@ def command(
     )
     text = emit_text(plan, request, emit)
     note = _repository_note(install, target)
-    if note:
-        from condapipe.cli.output import err_console
-
-        err_console.print(f"warning: {note}", soft_wrap=True, markup=False, highlight=False)
     if target is None:
         click.echo(text, nl=False)
-        return
-    atomic_write_text(target, text)
-    if as_json:
-        print_json({"written": str(target), "variants": [v.id for v in ci_variants(plan)]})
     else:
-        click.echo(f"wrote {target} ({len(ci_variants(plan))} variant job(s) and a publish job)", err=True)
+        atomic_write_text(target, text)
+        if as_json:
+            print_json({"written": str(target), "variants": [v.id for v in ci_variants(plan)]})
+        else:
+            click.echo(
+                f"wrote {target} ({len(ci_variants(plan))} variant job(s) and a publish job)", err=True
+            )
+    if note:  # after the workflow is out: a warning, not a reason to write nothing
+        click.echo(f"warning: {note}", err=True)
