@@ -269,3 +269,10 @@ def test_the_summary_prints_the_steps_once_and_names_condapipe_env_without_conda
     print_summary(_report(conda_hint, "condapipe env pytorch -p ./env"), Console(file=out, width=200))
     assert out.getvalue().count("build:x") == 1
     assert "install and check (no conda needed): condapipe env pytorch -p ./env" in out.getvalue()
+
+
+def test_missing_build_tools_are_not_told_to_use_the_flag_already_given() -> None:
+    from condapipe.plan.resolve import _fix_for
+
+    assert _fix_for("ninja").startswith("--build-tools wheels")
+    assert "--build-tools wheels" not in _fix_for("ninja", tools_in_use=True)
