@@ -133,3 +133,32 @@ def test_clean_refuses_folders_it_did_not_make(tmp_path: Path, how: str) -> None
     code, _, err = condapipe("clean", "--work-dir", work, cwd=tmp_path)
     assert code == 2 and err.startswith("error: ") and "Traceback" not in err
     assert (src / "recipes" / "mine.yaml").read_text() == "user file"
+
+
+def test_on_a_terminal_the_steps_show_once_and_no_progress_bar_draws_over_them(tmp_path: Path) -> None:
+    import pty
+    import subprocess
+    import sys
+
+    master, slave = pty.openpty()
+    argv = [sys.executable, "-c", "from condapipe.cli.main import main; main()", "build", "cuda-smoke"]
+    argv += ["--cuda", "13.0", "--arch", "7.5", "--engine", "rattler-build"]
+    env = {**os.environ, "COLUMNS": "200", "LINES": "60", "TERM": "xterm"}
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdin=slave, stdout=slave, stderr=slave, env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    assert proc.wait(timeout=600) == 0
+    screen = b"".join(chunks).decode("utf-8", "replace")
+    assert "installing packages" not in screen  # the test environment's progress bar stays in its log
+    summary = screen.split("condapipe: done in", 1)[1]
+    assert "publish:cuda-smoke" not in summary  # the live table is not printed a second time
+    assert "install: " in summary and "linux-64/cuda-smoke-1.0.0-" in summary

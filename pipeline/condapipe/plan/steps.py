@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from condapipe.errors import BuildFailed
 from condapipe.plan.runner import StepContext, StepOutcome, pause_point
@@ -243,33 +243,11 @@ def verify_action(
     return run
 
 
-class _TestProgress:
-    """py-rattler-build's progress for a package test, into the step's log: without it the test
-    environment's download bars draw over condapipe's live step table on a terminal."""
-
-    def __init__(self, log: Any) -> None:
-        self._log = log
-
-    def on_log(self, event: object) -> None:
-        self._log.write(str(getattr(event, "message", "")))
-
-    def on_build_step(self, event: object) -> None:
-        self._log.write(f"== {getattr(event, 'step_name', '')}: {getattr(event, 'message', '')}")
-
-    def on_download_start(self, event: object) -> None:
-        self._log.write(f"download {getattr(event, 'url', '')}")
-
-    def on_download_progress(self, event: object) -> None:
-        return None
-
-    def on_download_complete(self, event: object) -> None:
-        return None
-
-
 def test_action(fix_step: str, options: PlanOptions) -> Action:
     def run(ctx: StepContext) -> StepOutcome:
         import rattler_build
 
+        from condapipe.plan.test_child import run_in_child
         from condapipe.publish.channel import ensure_channel
 
         ensure_channel(options.output_dir)  # an unindexed local channel makes rattler-build's test fail
@@ -280,15 +258,15 @@ def test_action(fix_step: str, options: PlanOptions) -> Action:
             if not package.test_count:
                 results[pkg.name] = _run_conda_build_tests(ctx, pkg, channels)
                 continue
-            try:
-                outcomes = package.run_tests(channel=channels, progress_callback=_TestProgress(ctx.log))
-            except rattler_build.RattlerBuildError as exc:
+            done = run_in_child("tests", pkg, channels, ctx.log)  # its progress bars off the terminal
+            if "error" in done:
                 raise BuildFailed(
-                    f"tests of {pkg.name} could not run: {exc}", log_path=str(ctx.log.path)
-                ) from None
+                    f"tests of {pkg.name} could not run: {done['error']}", log_path=str(ctx.log.path)
+                )
+            outcomes = done["outcomes"]
             for outcome in outcomes:
-                ctx.log.write("\n".join(outcome.output))
-            failed = [o.test_index for o in outcomes if not o.success]
+                ctx.log.write("\n".join(outcome["output"]))
+            failed = [o["index"] for o in outcomes if not o["success"]]
             if failed:
                 raise BuildFailed(f"tests {failed} of {pkg.name} failed", log_path=str(ctx.log.path))
             results[pkg.name] = f"{len(outcomes)} passed"
@@ -307,12 +285,9 @@ def _run_conda_build_tests(ctx: StepContext, pkg: Path, channels: list[str]) -> 
     """Run a conda-build (v0) package's info/test/ scripts in a fresh env, as `conda build --test`
     does; rattler-build's test runner executes them (its legacy-test path)."""
     import json
-    import warnings
-
-    import rattler_build
-    from rattler_build.cli_api import test_package
 
     from condapipe.package.io import info_names, read_info_file
+    from condapipe.plan.test_child import run_in_child
 
     names = info_names(pkg, "info/test/")
     scripts = [n.rsplit("/", 1)[1] for n in names if n.rsplit("/", 1)[1] in CONDA_BUILD_TEST_SCRIPTS]
@@ -320,20 +295,18 @@ def _run_conda_build_tests(ctx: StepContext, pkg: Path, channels: list[str]) -> 
         ctx.log.write(f"{pkg.name}: the package carries no tests")
         return "no tests"
     ctx.log.write(f"{pkg.name}: conda-build tests in info/test: {', '.join(scripts)}")
-    try:
-        with warnings.catch_warnings():  # the package-file entry point is the one that runs info/test
-            warnings.simplefilter("ignore", DeprecationWarning)
-            test_package(str(pkg), channel=channels)
-    except rattler_build.RattlerBuildError as exc:
-        ctx.log.write(str(exc))
-        why = str(exc).splitlines()[0] if str(exc) else "error"
+    done = run_in_child("legacy", pkg, channels, ctx.log)  # rattler-build's legacy-test path, quietly
+    if "error" in done:
+        text = str(done["error"])
+        ctx.log.write(text)
+        why = text.splitlines()[0] if text else "error"
         if "setup test environment" in why and "info/test/test_time_dependencies.json" in names:
             requires = json.loads(read_info_file(pkg, "info/test/test_time_dependencies.json"))
             why += f" (test requires {', '.join(map(str, requires))}: in none of the channels?)"
         raise BuildFailed(
             f"conda-build tests ({', '.join(scripts)}) of {pkg.name} failed: {why}",
             log_path=str(ctx.log.path),
-        ) from None
+        )
     return f"{len(scripts)} passed"
 
 
