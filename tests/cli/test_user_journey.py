@@ -276,3 +276,29 @@ def test_missing_build_tools_are_not_told_to_use_the_flag_already_given() -> Non
 
     assert _fix_for("ninja").startswith("--build-tools wheels")
     assert "--build-tools wheels" not in _fix_for("ninja", tools_in_use=True)
+
+
+def test_build_tools_wheels_without_the_ninja_wheel_stops_the_dry_run_as_the_build(tmp_path: Path) -> None:
+    """A Python environment holding everything but ninja (links to this venv's site-packages minus
+    ninja's files): the dry run stops with the fix the real run gives, never "use --build-tools wheels"."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    site = Path(sysconfig.get_paths()["purelib"])
+    partial = tmp_path / "site"
+    partial.mkdir()
+    for entry in site.iterdir():
+        if not entry.name.lower().startswith("ninja"):
+            (partial / entry.name).symlink_to(entry)
+    # -S: not this venv's site-packages; addsitedir: the partial one, its .pth files (the editable
+    # install of condapipe) included
+    code = f"import site; site.addsitedir({str(partial)!r}); from condapipe.cli.main import main; main()"
+    args = ["build", "cuda-smoke", "--cuda", "13.0", "--arch", "9.0", "--build-tools", "wheels", "--offline"]
+    for extra in (["--dry-run"], []):
+        proc = subprocess.run(
+            [sys.executable, "-S", "-c", code, *args, *extra], cwd=tmp_path, capture_output=True, text=True
+        )
+        assert proc.returncode == 3, proc.stderr[-2000:]
+        assert "the ninja wheel is not installed in condapipe's Python environment" in proc.stderr
+        assert "python3 -m pip install ninja" in proc.stderr
