@@ -147,13 +147,15 @@ def command(
                 _echo(f"  {line}")
         if any(r.status == "no-cuda" for r in results):
             err_console.print(
-                "note: CUDA is not available on this machine; the package installed and imports, "
-                "run this on a machine with an NVIDIA GPU and driver to check the GPU",
+                "note: CUDA is not available on this machine (no NVIDIA GPU or driver): the packages "
+                "installed and their check passed up to the GPU; run it on a GPU machine to check that part",
                 soft_wrap=True,
                 markup=False,
                 highlight=False,
             )
-        _echo(f"use it: {request.prefix / 'bin' / 'python'} (or PATH={request.prefix / 'bin'}:$PATH)")
+        python = request.prefix / "bin" / "python"
+        use = f"{python}, or " if python.exists() else ""
+        _echo(f"use it: {use}PATH={request.prefix / 'bin'}:$PATH")
     failed = [r.family for r in results if r.status == "failed"]
     if failed:
         from condapipe.errors import BuildFailed
