@@ -196,6 +196,12 @@ def _infer_cuda(
     return cuda, reason
 
 
+def cudas_accepting_gcc(major: int) -> tuple[str, ...]:
+    """The CUDAs whose nvcc accepts gcc `major` (the table's max_gcc), oldest first: the --cuda a
+    machine whose gcc is too new for the requested CUDA can build with instead."""
+    return tuple(c for c in tables.cuda_versions() if tables.cuda_info(c).max_gcc >= major)
+
+
 # ------------------------------------------------------------------ PyTorch version and Python
 
 
@@ -287,4 +293,11 @@ def _choose_python(info: tables.PytorchInfo, version: str, preferred: str) -> tu
     )
 
 
-__all__ = ["Choice", "FoundToolkit", "fill_defaults", "newest_upstream_cuda", "running_python"]
+__all__ = [
+    "Choice",
+    "FoundToolkit",
+    "cudas_accepting_gcc",
+    "fill_defaults",
+    "newest_upstream_cuda",
+    "running_python",
+]

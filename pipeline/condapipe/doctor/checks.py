@@ -21,9 +21,9 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from condapipe.buildspec import tables
 from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.buildspec.compile_jobs import spec_job_gib
+from condapipe.buildspec.defaults import cudas_accepting_gcc
 from condapipe.doctor.costs import disk_need
 from condapipe.doctor.machine import Finding, Machine, doctor_data, family_facts
 from condapipe.errors import CondapipeError
@@ -148,7 +148,7 @@ def _older_gcc_fix(machine: Machine, limit: int, major: int) -> str:
     has = _apt_has(machine, f"gcc-{limit}")
     if has:
         return f"sudo apt-get install gcc-{limit} g++-{limit}, then {export}"
-    fits = [c for c in tables.cuda_versions() if tables.cuda_info(c).max_gcc >= major]
+    fits = cudas_accepting_gcc(major)
     conda = (
         f"gcc {limit} from conda-forge (`gcc_linux-64={limit} gxx_linux-64={limit}`) with CC, CXX and "
         "NVCC_CCBIN exported to it"
