@@ -31,7 +31,7 @@ def spec_choices(
     rules = family_rules(spec.package)
     out: list[Choice] = []
     if spec.jetson:
-        out.append(_jetpack_choice(spec, settings))
+        out.append(_jetpack_choice(spec))
     gpu = [v for v in spec.cuda_variants if not v.is_cpu and v.archs is not None]
     if not _given(settings, "arch"):
         for variant in gpu:
@@ -70,7 +70,8 @@ def covered_by_same_major(archs: ArchList) -> str:
     return f"; {', '.join(parts)}" if parts else ""
 
 
-def _jetpack_choice(spec: BuildSpec, settings: Mapping[str, Any]) -> Choice:
+def _jetpack_choice(spec: BuildSpec) -> Choice:
+    """The board's JetPack the spec builds for, with what it brings (CUDA, cuDNN, Python, pytorch)."""
     from condapipe.buildspec import jetson
 
     board = str(spec.jetson)
