@@ -162,3 +162,14 @@ def test_on_a_terminal_the_steps_show_once_and_no_progress_bar_draws_over_them(t
     summary = screen.split("condapipe: done in", 1)[1]
     assert "publish:cuda-smoke" not in summary  # the live table is not printed a second time
     assert "install: " in summary and "linux-64/cuda-smoke-1.0.0-" in summary
+
+
+def test_clean_refuses_while_a_build_holds_the_work_dir(tmp_path: Path) -> None:
+    from condapipe.plan.state import work_dir_lock
+
+    work = tmp_path / ".condapipe"
+    (work / "steps" / "build_x").mkdir(parents=True)
+    with work_dir_lock(work):  # what a running build holds
+        code, _, err = condapipe("clean", cwd=tmp_path)
+    assert code == 3 and "another condapipe build is running" in err
+    assert (work / "steps" / "build_x").is_dir()
