@@ -302,3 +302,15 @@ def test_build_tools_wheels_without_the_ninja_wheel_stops_the_dry_run_as_the_bui
         assert proc.returncode == 3, proc.stderr[-2000:]
         assert "the ninja wheel is not installed in condapipe's Python environment" in proc.stderr
         assert "python3 -m pip install ninja" in proc.stderr
+
+
+def test_the_env_line_searches_what_the_build_searched(tmp_path: Path) -> None:
+    from condapipe.plan.report import env_hint
+
+    chan = tmp_path / "channel"
+    assert env_hint(chan, ["pytorch"], ("conda-forge",)) == "condapipe env pytorch -p ./env"
+    assert env_hint(chan, ["pytorch"], ("/h/host-channel", "/w/tool-channel")) == (
+        "condapipe env pytorch -p ./env -c /h/host-channel"
+    )
+    assert env_hint(chan, ["x"], ("/w/tool-channel",)) == "condapipe env x -p ./env --offline"
+    assert env_hint(tmp_path / "out", ["x"]) == f"condapipe env x -p ./env --output-dir {tmp_path / 'out'}"

@@ -167,7 +167,7 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
     if resolution is not None and not resolution.ok:
         raise resolution.problem()
     raise_source_problems(source_problems(plan, offline=request.offline))
-    result, error, report = run_and_report(plan)
+    result, error, report = run_and_report(plan, options.channels)
     report["doctor"] = doctor.to_dict()
     if resolution is not None:
         report["resolve"] = resolution.to_dict()
@@ -203,8 +203,11 @@ def live_table_shown() -> bool:
     return err_console.is_terminal and console.is_terminal
 
 
-def run_and_report(plan: Plan) -> tuple[PlanResult | None, CondapipeError | None, dict[str, Any]]:
-    """Run `plan` with the live step display; the result, the error that stopped it, the report.
+def run_and_report(
+    plan: Plan, channels: tuple[str, ...] | None = None
+) -> tuple[PlanResult | None, CondapipeError | None, dict[str, Any]]:
+    """Run `plan` with the live step display; the result, the error that stopped it, the report
+    (whose install line searches `channels`, the build's dependency channels, as the build did).
 
     Shared by `build PACKAGE` and `build RECIPE_DIR`, which run the same steps."""
     result: PlanResult | None = None
@@ -216,4 +219,4 @@ def run_and_report(plan: Plan) -> tuple[PlanResult | None, CondapipeError | None
         if interrupted():  # the step failed because it was stopped: no failure report, no summary
             raise KeyboardInterrupt from None
         result, error = exc.result, exc.cause
-    return result, error, build_report(plan, result, error=str(error) if error else None)
+    return result, error, build_report(plan, result, error=str(error) if error else None, channels=channels)

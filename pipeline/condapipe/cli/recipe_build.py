@@ -97,7 +97,7 @@ def build_recipe_dir(request: RecipeBuild) -> PlanResult | None:
     if resolution is not None and not resolution.ok:
         raise resolution.problem()
     err_console.print(f"building {request.target} with {engine.name} ({why})")
-    result, error, report = run_and_report(plan)
+    result, error, report = run_and_report(plan, request.options.channels)
     paths = write_report(report, plan.work_dir)
     if request.as_json:
         print_json({**report, **head})

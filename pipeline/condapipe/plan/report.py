@@ -12,6 +12,7 @@ import json
 import shlex
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,24 @@ def _package_entry(result: StepResult, by_id: dict[str, StepResult]) -> list[dic
     return entries
 
 
-def env_hint(channel: Path, names: list[str]) -> str:
+def _dependency_flags(channels: Sequence[str] | None) -> list[str]:
+    """The `condapipe env` flags that search what the build searched: nothing for the default
+    channels (or unknown ones: None), -c for others (a -c list replaces the default, as in the
+    build), --offline when the build searched no dependency channel (the --build-tools wheels
+    channel holds build tools only)."""
+    from condapipe.plan.channels import channel_data
+
+    if channels is None:
+        return []
+    deps = [c for c in channels if not c.rstrip("/").endswith("/tool-channel")]
+    if not deps:
+        return ["--offline"]
+    if deps == [str(c) for c in channel_data()["default_channels"]]:
+        return []
+    return [w for c in deps for w in ("-c", c)]
+
+
+def env_hint(channel: Path, names: list[str], channels: Sequence[str] | None = None) -> str:
     """The condapipe command that makes an environment of the built packages and checks them: it
     needs no conda (py-rattler), so it works on every machine that ran the build."""
     if not names:
@@ -70,10 +88,12 @@ def env_hint(channel: Path, names: list[str]) -> str:
     words = ["condapipe", "env", *sorted(set(names)), "-p", "./env"]
     if channel.resolve() != Path("channel").resolve():
         words += ["--output-dir", str(channel.resolve())]
-    return shlex.join(words)
+    return shlex.join([*words, *_dependency_flags(channels)])
 
 
-def install_hint(channel: Path, names: list[str], *, conda: bool | None = None) -> str:
+def install_hint(
+    channel: Path, names: list[str], *, conda: bool | None = None, channels: Sequence[str] | None = None
+) -> str:
     """The command that installs the built packages: conda's where conda is on PATH, else
     `condapipe env` (`conda`: whether conda is there; None: look on PATH)."""
     if not names:
@@ -81,12 +101,18 @@ def install_hint(channel: Path, names: list[str], *, conda: bool | None = None) 
     if conda is None:
         conda = shutil.which("conda") is not None
     if not conda:
-        return env_hint(channel, names)
+        return env_hint(channel, names, channels)
     return f"conda install -c {channel.resolve().as_uri()} {' '.join(sorted(set(names)))}"
 
 
-def build_report(plan: Plan, result: PlanResult | None, *, error: str | None = None) -> dict[str, Any]:
-    """The report as data (what report.json holds)."""
+def build_report(
+    plan: Plan,
+    result: PlanResult | None,
+    *,
+    error: str | None = None,
+    channels: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """The report as data (what report.json holds); `channels`: the build's dependency channels."""
     results = list(result.results) if result else []
     by_id = {r.step.id: r for r in results}
     details = [
@@ -116,8 +142,8 @@ def build_report(plan: Plan, result: PlanResult | None, *, error: str | None = N
         "packages": [p["path"] for p in main],  # what was asked for, in the channel
         "package_details": details,  # every published package, prerequisites included
         "prerequisites_from_channels": from_channels,
-        "install": install_hint(plan.output_dir, [p["name"] for p in main]),
-        "check": env_hint(plan.output_dir, [p["name"] for p in main]),
+        "install": install_hint(plan.output_dir, [p["name"] for p in main], channels=channels),
+        "check": env_hint(plan.output_dir, [p["name"] for p in main], channels),
     }
 
 
