@@ -35,6 +35,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "index",
     "wheels",
     "upload",
+    "env",
+    "clean",
     "plan",
     "patches",
     "config",
@@ -62,7 +64,9 @@ class _Group(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in COMMAND_MODULES:
             return None
-        return importlib.import_module(f"condapipe.cli.commands.{cmd_name}").command
+        from condapipe.cli.examples import add_examples
+
+        return add_examples(cmd_name, importlib.import_module(f"condapipe.cli.commands.{cmd_name}").command)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """--debug is accepted anywhere (`condapipe verify X --debug`, as the error messages suggest):
@@ -162,8 +166,13 @@ def _fail(message: str, code: int, debug: bool, as_json: bool = False) -> None:
     sys.exit(code)
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
+@click.group(
+    cls=_Group,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="\b\nExample:\n  condapipe build cuda-smoke --cuda 13.0 --arch 9.0\n\n"
+    "Every command takes --help, --json and --debug (anywhere on the line: a traceback on error).",
+)
+@click.option("--debug", is_flag=True, help="Show tracebacks and debug logs (also after the command).")
 @click.version_option(__version__, prog_name="condapipe")
 @click.pass_context
 def main(ctx: click.Context, debug: bool) -> None:

@@ -35,6 +35,9 @@ class Finding:
     message: str
     fix: str = ""
     data: Mapping[str, Any] = field(default_factory=dict)
+    # False for a block --force cannot get past (an x86_64 machine cannot build aarch64 packages):
+    # the advice then never says "--force builds anyway"
+    forceable: bool = True
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:

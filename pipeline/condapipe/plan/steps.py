@@ -247,6 +247,7 @@ def test_action(fix_step: str, options: PlanOptions) -> Action:
     def run(ctx: StepContext) -> StepOutcome:
         import rattler_build
 
+        from condapipe.plan.test_child import run_in_child
         from condapipe.publish.channel import ensure_channel
 
         ensure_channel(options.output_dir)  # an unindexed local channel makes rattler-build's test fail
@@ -257,15 +258,15 @@ def test_action(fix_step: str, options: PlanOptions) -> Action:
             if not package.test_count:
                 results[pkg.name] = _run_conda_build_tests(ctx, pkg, channels)
                 continue
-            try:
-                outcomes = package.run_tests(channel=channels)
-            except rattler_build.RattlerBuildError as exc:
+            done = run_in_child("tests", pkg, channels, ctx.log)  # its progress bars off the terminal
+            if "error" in done:
                 raise BuildFailed(
-                    f"tests of {pkg.name} could not run: {exc}", log_path=str(ctx.log.path)
-                ) from None
+                    f"tests of {pkg.name} could not run: {done['error']}", log_path=str(ctx.log.path)
+                )
+            outcomes = done["outcomes"]
             for outcome in outcomes:
-                ctx.log.write("\n".join(outcome.output))
-            failed = [o.test_index for o in outcomes if not o.success]
+                ctx.log.write("\n".join(outcome["output"]))
+            failed = [o["index"] for o in outcomes if not o["success"]]
             if failed:
                 raise BuildFailed(f"tests {failed} of {pkg.name} failed", log_path=str(ctx.log.path))
             results[pkg.name] = f"{len(outcomes)} passed"
@@ -284,12 +285,9 @@ def _run_conda_build_tests(ctx: StepContext, pkg: Path, channels: list[str]) -> 
     """Run a conda-build (v0) package's info/test/ scripts in a fresh env, as `conda build --test`
     does; rattler-build's test runner executes them (its legacy-test path)."""
     import json
-    import warnings
-
-    import rattler_build
-    from rattler_build.cli_api import test_package
 
     from condapipe.package.io import info_names, read_info_file
+    from condapipe.plan.test_child import run_in_child
 
     names = info_names(pkg, "info/test/")
     scripts = [n.rsplit("/", 1)[1] for n in names if n.rsplit("/", 1)[1] in CONDA_BUILD_TEST_SCRIPTS]
@@ -297,20 +295,18 @@ def _run_conda_build_tests(ctx: StepContext, pkg: Path, channels: list[str]) -> 
         ctx.log.write(f"{pkg.name}: the package carries no tests")
         return "no tests"
     ctx.log.write(f"{pkg.name}: conda-build tests in info/test: {', '.join(scripts)}")
-    try:
-        with warnings.catch_warnings():  # the package-file entry point is the one that runs info/test
-            warnings.simplefilter("ignore", DeprecationWarning)
-            test_package(str(pkg), channel=channels)
-    except rattler_build.RattlerBuildError as exc:
-        ctx.log.write(str(exc))
-        why = str(exc).splitlines()[0] if str(exc) else "error"
+    done = run_in_child("legacy", pkg, channels, ctx.log)  # rattler-build's legacy-test path, quietly
+    if "error" in done:
+        text = str(done["error"])
+        ctx.log.write(text)
+        why = text.splitlines()[0] if text else "error"
         if "setup test environment" in why and "info/test/test_time_dependencies.json" in names:
             requires = json.loads(read_info_file(pkg, "info/test/test_time_dependencies.json"))
             why += f" (test requires {', '.join(map(str, requires))}: in none of the channels?)"
         raise BuildFailed(
             f"conda-build tests ({', '.join(scripts)}) of {pkg.name} failed: {why}",
             log_path=str(ctx.log.path),
-        ) from None
+        )
     return f"{len(scripts)} passed"
 
 
