@@ -68,6 +68,24 @@ def check_label(value: str, what: str = "--label") -> str:
     return value
 
 
+_PACKAGE_PARTS = {
+    "package_name": "a conda package name (lowercase letters, digits, _ . -)",
+    "package_version": "a conda package version (letters, digits, _ . ! +)",
+    "package_build": "a conda build string (letters, digits, _ . +)",
+    "pypi_name": "a PyPI distribution name (letters, digits, _ . -)",
+}
+
+
+def check_package_part(kind: str, value: object, what: str) -> str:
+    """A name, version or build string read from a wheel, package or archive, checked before it
+    becomes part of a file name: `kind` is package_name, package_version, package_build or pypi_name."""
+    text = value if isinstance(value, str) else str(value)
+    if not _matches(kind, text):
+        limit = _rules()[kind]["max_length"]
+        raise UsageError(f"{what} {_shown(text)}: not {_PACKAGE_PARTS[kind]}, at most {limit} characters")
+    return text
+
+
 def parse_url(value: str, what: str) -> SplitResult:
     """`value` split as a URL, or a one-line UsageError (a broken `[` host, a bad port, a host
     label longer than DNS allows) — never Python's own ValueError."""
