@@ -108,9 +108,18 @@ def parse_url(value: str, what: str) -> SplitResult:
 
 
 def refuse_url_credentials(parts: SplitResult, what: str, fix: str) -> None:
-    """A URL with a user name or password, or a conda `/t/TOKEN/` path, is refused with `fix`."""
-    if parts.username is not None or parts.password is not None:
+    """A URL that can carry a secret is refused with `fix`: a user name or password, a query
+    (`?password=…`, `?aws_secret_access_key=…`, `?token=…`) or fragment (`#…`), which nothing
+    condapipe sends a URL to needs, or a conda `/t/TOKEN/` path. The message names the part,
+    never its value."""
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
         raise UsageError(f"{what}: credentials do not belong in a URL; {fix}")
+    for part, mark in (("query", "?"), ("fragment", "#")):
+        if getattr(parts, part):
+            raise UsageError(
+                f"{what}: a URL with a {part} ({mark}…) is not taken: it can carry a secret and no store, "
+                f"channel or site condapipe talks to needs one; {fix}"
+            )
     segments = parts.path.split("/")
     token_mark = _rules()["token_path_segment"]
     if token_mark in segments[:-1] and segments.index(token_mark) < len(segments) - 1:

@@ -481,6 +481,7 @@ def normalize_site_url(url: str) -> str:
     url = url.strip().rstrip("/")
     if not url:
         raise ValueError("empty site URL")
-    if not url.startswith(("http://", "https://")):
-        url = "https://" + url
-    return url
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme.lower() in ("http", "https"):
+        return f"{scheme.lower()}://{rest}"  # HTTP://host is http://host, not https://HTTP://host
+    return "https://" + url

@@ -67,7 +67,13 @@ from condapipe.publish.tokens import Token, redact
 from condapipe.publish.upload_order import upload_order
 from condapipe.publish.upload_result import FileOutcome, Status
 from condapipe.safe_paths import open_regular
-from condapipe.value_rules import check_owner, is_label_name, is_owner_name, parse_url
+from condapipe.value_rules import (
+    check_owner,
+    is_label_name,
+    is_owner_name,
+    parse_url,
+    refuse_url_credentials,
+)
 
 log = logging.getLogger("condapipe.publish.upload")
 T = TypeVar("T")
@@ -193,7 +199,10 @@ def resolve_site_url(flag: str | None, configured_upload: Mapping[str, Any]) -> 
     if configured is not None and not isinstance(configured, str):
         raise UsageError("upload.site_url in the config file must be a string")
     url = flag or configured or anaconda_client_site_url() or DEFAULT_SITE_URL
-    parse_url(url.strip(), "the upload site URL")  # a bad host or port is one line, not a crash later
+    parts = parse_url(url.strip(), "the upload site URL")  # a bad host or port: one line, not a crash later
+    refuse_url_credentials(
+        parts, "the upload site URL", "give the token in $ANACONDA_API_TOKEN or --token-file"
+    )
     try:
         return normalize_site_url(url)
     except ValueError:
