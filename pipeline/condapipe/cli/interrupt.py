@@ -32,7 +32,8 @@ from pathlib import Path
 from types import FrameType
 
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, what shells report for Ctrl-C
-MESSAGE = "interrupted — rerun the same command to resume"
+MESSAGE = "interrupted — rerun the same command to resume"  # commands that resume (build)
+PLAIN_MESSAGE = "interrupted"  # the others: nothing to resume, nothing half-written
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _WATCHER = Path(__file__).with_name("interrupt_watch.py")
 # Python packages whose native code calls back into Python (progress events, log callbacks): a
@@ -88,11 +89,19 @@ def handling_interrupts(*, stop_children: bool = True) -> Iterator[None]:
         return
     _interrupted.clear()
     previous = {s: signal.getsignal(s) for s in _SIGNALS}
-    read_fd, write_fd = os.pipe()
-    os.set_blocking(write_fd, False)
-    watcher = _start_watcher(read_fd) if stop_children else None
-    os.close(read_fd)
-    old_wakeup = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    watcher, write_fd, old_wakeup = None, -1, -1
+    if stop_children:
+        # Only with a watcher reading it: a wakeup pipe whose reader is gone makes every signal
+        # print "Exception ignored ... BrokenPipeError" from the C handler.
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        watcher = _start_watcher(read_fd)
+        os.close(read_fd)
+        if watcher is None:
+            os.close(write_fd)
+            write_fd = -1
+        else:
+            old_wakeup = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
     for s in _SIGNALS:
         if previous[s] is not signal.SIG_IGN:  # a shell that ignores SIGINT (a `&` job) keeps it ignored
             signal.signal(s, _python_handler)
@@ -101,8 +110,9 @@ def handling_interrupts(*, stop_children: bool = True) -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler if handler is not None else signal.SIG_DFL)
-        signal.set_wakeup_fd(old_wakeup)
-        os.close(write_fd)  # the watcher reads end-of-file and exits
+        if write_fd >= 0:
+            signal.set_wakeup_fd(old_wakeup)
+            os.close(write_fd)  # the watcher reads end-of-file and exits
         if watcher is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 watcher.wait(timeout=2)

@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import bz2
 import errno
+import gzip
+import lzma
 import os
 import posixpath
 import stat
 import tarfile
 import zipfile
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -71,6 +74,8 @@ STREAM_ERRORS: tuple[type[Exception], ...] = (
     tarfile.TarError,
     zstandard.ZstdError,
     _zstd.ZstdError,
+    lzma.LZMAError,
+    zlib.error,
     EOFError,
     OSError,
     ValueError,
@@ -443,11 +448,34 @@ def source_members(path: Path, budget: Budget) -> Iterator[tuple[Any, tarfile.Ta
                     yield reader, member
             return
         fh.seek(0)
-        with tarfile.open(fileobj=fh, mode="r|*", encoding="utf-8", errors="strict") as tar:
+        with (
+            _decompressed(fh) as stream,
+            tarfile.open(fileobj=stream, mode="r|", encoding="utf-8", errors="strict") as tar,
+        ):
             for member in tar:
                 member.name = member_name(path, member.name)
                 budget.charge(member.name, member.size if member.isreg() else 0)
                 yield tar, member
+
+
+@contextmanager
+def _decompressed(fh: IO[bytes]) -> Iterator[IO[bytes]]:
+    """The tar stream inside a gzip, bzip2 or xz file (or the file itself), through the readers
+    that take concatenated streams: pbzip2 and pigz write release tarballs of many streams, which
+    tarfile's own stream mode stops after the first of."""
+    magic = fh.read(6)
+    fh.seek(0)
+    if magic.startswith(b"\x1f\x8b"):
+        with gzip.GzipFile(fileobj=fh) as stream:
+            yield stream  # type: ignore[misc]
+    elif magic.startswith(b"BZh"):
+        with bz2.BZ2File(fh) as stream:
+            yield stream  # type: ignore[misc]
+    elif magic.startswith(b"\xfd7zXZ\x00"):
+        with lzma.LZMAFile(fh) as stream:
+            yield stream  # type: ignore[misc]
+    else:
+        yield fh
 
 
 def safe_extract_source(path: Path, dest: Path, limits: Limits | None = None) -> Path:
