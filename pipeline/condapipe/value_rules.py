@@ -69,7 +69,7 @@ def check_label(value: str, what: str = "--label") -> str:
 
 
 _PACKAGE_PARTS = {
-    "package_name": "a conda package name (lowercase letters, digits, _ . -)",
+    "package_name": "a conda package name (letters, digits, _ . -)",
     "package_version": "a conda package version (letters, digits, _ . ! +)",
     "package_build": "a conda build string (letters, digits, _ . +)",
     "pypi_name": "a PyPI distribution name (letters, digits, _ . -)",

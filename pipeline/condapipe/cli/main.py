@@ -21,6 +21,7 @@ import click
 from condapipe import __version__
 from condapipe.cli.interrupt import INTERRUPTED_EXIT, PLAIN_MESSAGE, handling_interrupts, interrupted
 from condapipe.cli.interrupt import MESSAGE as INTERRUPTED_MESSAGE
+from condapipe.cli.long_values import shortened
 from condapipe.cli.os_errors import os_error_line
 from condapipe.errors import CondapipeError
 
@@ -93,6 +94,7 @@ class _Group(click.Group):
                 return result
         except click.ClickException as exc:
             if not as_json:
+                exc.message = shortened(exc.message)  # click prints it, with its usage line
                 raise
             _fail(f"error: {exc.format_message()}", exc.exit_code, debug, as_json)
         except (click.exceptions.Exit, click.exceptions.Abort):
@@ -156,6 +158,7 @@ def _wants_json(ctx: click.Context) -> bool:
 
 
 def _fail(message: str, code: int, debug: bool, as_json: bool = False) -> None:
+    message = shortened(message)
     if debug:
         traceback.print_exc()
     from condapipe.cli.output import json_printed  # rich loads only when something failed

@@ -28,10 +28,12 @@ from condapipe.package.io import (
     CONDA,
     PackOptions,
     Progress,
+    load_index,
     load_paths_json,
     pack,
     package_file,
     package_format,
+    package_info_from_index,
     recompress,
     unpack,
     update_paths_json,
@@ -271,6 +273,8 @@ def fix_package(
     scratch = Path(tempfile.mkdtemp(prefix=".condapipe-fix-", dir=scratch_parent))
     try:
         root = unpack(path, scratch / "pkg")
+        # a conda package, not any archive: info/index.json there and naming what a channel accepts
+        package_info_from_index(load_index(root, path), path)
         unpacked = time.monotonic()
         report = fix_prefix(root, options, prefixes=declared_prefixes(root))
         report.timings["unpack"] = unpacked - start

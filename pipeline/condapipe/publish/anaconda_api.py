@@ -115,7 +115,7 @@ def timeout_from_env(environ: dict[str, str] | None = None) -> float | None:
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value <= 0 or value > 86400:
-        raise UsageError(f"${TIMEOUT_ENV}={raw!r}: expected seconds, a number > 0 and <= 86400")
+        raise UsageError(f"${TIMEOUT_ENV}={raw[:40]!r}: expected seconds, a number > 0 and <= 86400")
     return value
 
 
