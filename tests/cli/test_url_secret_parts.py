@@ -114,6 +114,25 @@ def test_a_secret_in_a_url_query_or_fragment_is_refused_without_repeating_it(
 
 
 @pytest.mark.parametrize(
+    "site",
+    [f"HTTP://host/api?key={SECRET}", f"host.example/?token={SECRET}", f"https://host/#{SECRET}"],
+    ids=["upper-scheme", "no-scheme", "fragment"],
+)
+def test_a_secret_in_the_config_files_site_url_is_refused_without_repeating_it(
+    tmp_path: Path, site: str
+) -> None:
+    (tmp_path / "home").mkdir()
+    (tmp_path / "x.conda").write_bytes(b"")
+    (tmp_path / "condapipe.toml").write_text(f'[upload]\nsite_url = "{site}"\n')
+
+    done = _run(tmp_path, "upload", "--channel", "o", "--dry-run", "x.conda")
+
+    assert done.returncode == 2, done.stderr
+    assert "upload.site_url" in done.stderr
+    assert SECRET not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
     "value",
     [f"redis://u:{SECRET}@h:6379", f"redis://h:6379/0?password={SECRET}", f"s3://b/p#{SECRET}"],
     ids=["userinfo", "query", "fragment"],
