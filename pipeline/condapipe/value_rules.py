@@ -176,17 +176,28 @@ def check_env_entry(name: str, value: str, where: str) -> None:
             "condapipe runs in (sccache and AWS settings reach the build by name, their values never "
             "enter the recipe)"
         )
-    if "://" in value and "@" in value:
+    if "://" in value:
         try:
             parts = urlsplit(value)
             has_password = parts.password is not None
         except ValueError:
-            has_password = False
-        if has_password:
+            return
+        if has_password or _credential_in(parts.query) or _credential_in(parts.fragment):
             raise UsageError(
-                f"{where}: {name} holds a URL with a password; put the password in its own "
-                "environment variable (e.g. SCCACHE_REDIS_PASSWORD) and leave it out of the URL"
+                f"{where}: {name} holds a URL with a password or token (in its user part, query or "
+                "fragment); put it in its own environment variable (e.g. SCCACHE_REDIS_PASSWORD) "
+                "and leave it out of the URL"
             )
+
+
+_CREDENTIAL_WORDS = re.compile(r"pass|pwd|token|secret|key|sig|credential|auth", re.IGNORECASE)
+
+
+def _credential_in(part: str) -> bool:
+    """True when a query or fragment names a credential (`password=`, `X-Amz-Signature=`, `token`):
+    an environment value may rightly carry a plain query, never one of those."""
+    names = [field.split("=", 1)[0] for field in re.split(r"[&;]", part) if field]
+    return any(_CREDENTIAL_WORDS.search(name) for name in names)
 
 
 def without_credentials(value: str | None) -> str | None:

@@ -163,3 +163,32 @@ def test_an_upper_case_scheme_is_that_scheme_not_a_host() -> None:
     assert normalize_site_url("HTTP://api.example.org/") == "http://api.example.org"
     assert normalize_site_url("Https://api.example.org") == "https://api.example.org"
     assert normalize_site_url("api.example.org") == "https://api.example.org"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        f"https://h/simple?token={SECRET}",
+        f"redis://h:1/0#password={SECRET}",
+        f"https://h/x?X-Amz-Signature={SECRET}",
+    ],
+    ids=["query-token", "fragment-password", "presigned"],
+)
+def test_an_env_value_with_a_credential_in_its_query_or_fragment_is_refused(
+    tmp_path: Path, value: str
+) -> None:
+    (tmp_path / "home").mkdir()
+
+    done = _run(tmp_path, "plan", *MAGMA, "--emit", "github-actions", "--env", f"INDEX_URL={value}")
+
+    assert done.returncode == 2, done.stderr
+    assert "INDEX_URL" in done.stderr and SECRET not in done.stdout + done.stderr
+    assert _files_with_secret(tmp_path) == []
+
+
+def test_an_env_value_with_a_plain_query_is_taken(tmp_path: Path) -> None:
+    (tmp_path / "home").mkdir()
+
+    done = _run(tmp_path, "plan", *MAGMA, "--emit", "json", "--env", "INDEX_URL=https://h/simple?page=2")
+
+    assert done.returncode == 0, done.stderr
