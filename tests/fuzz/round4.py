@@ -187,6 +187,12 @@ URL_SECRETS = [
     f"redis://{CANARY}@h:1",
     f"REDIS://h:1/0?token={CANARY}",
 ]
+ENV_URLS = [
+    f"https://h/simple?token={CANARY}",
+    f"redis://h:1/0#password={CANARY}",
+    f"https://h/x?X-Amz-Signature={CANARY}",
+    f"https://u:{CANARY}@h/x",
+]
 SITE_SECRETS = [
     f"http://host/?token={CANARY}",
     f"https://host/#{CANARY}",
@@ -198,7 +204,18 @@ SITE_SECRETS = [
 
 def url_part_case(rng: random.Random) -> Case:
     """CANARY in a URL's user part, query or fragment, by flag, config file or environment."""
-    way = rng.choice(["flag-cache", "env-cache", "config-cache", "channel", "site", "config-site"])
+    way = rng.choice(
+        [
+            "flag-cache",
+            "env-cache",
+            "config-cache",
+            "channel",
+            "site",
+            "config-site",
+            "env-flag",
+            "config-env",
+        ]
+    )
     config = 'package = "magma"\ncuda = "12.4"\n'
     env: tuple[tuple[str, str], ...] = ()
     extra: list[str] = []
@@ -224,6 +241,12 @@ def url_part_case(rng: random.Random) -> Case:
         extra = ["-c", rng.choice([f"https://h/chan?token={CANARY}", f"https://h/chan#{CANARY}"])]
         if command[0] not in ("build", "plan"):
             command = ["build", *MAGMA, "--dry-run"]
+    elif way == "env-flag":
+        extra = ["--env", f"INDEX_URL={rng.choice(ENV_URLS)}"]
+        if command[0] == "config":
+            command = ["render", *MAGMA, "-o", "out"]
+    elif way == "config-env":
+        config += f'[env]\nINDEX_URL = "{rng.choice(ENV_URLS)}"\n'
     elif way == "site":
         command = ["upload", "--channel", "o", "--site-url", rng.choice(SITE_SECRETS), "x.conda"]
         command += rng.choice([["--dry-run"], ["--retries", "1"]])
