@@ -248,8 +248,11 @@ def flags_case(rng: random.Random) -> Case:
         flag = rng.choice(SPEC_FLAGS)
         argv += [flag, rng.choice(ODD)]
     if command == "render":
-        argv += ["-o", rng.choice(["out", "out", ".", "..", "", "../outside", "home"])]
-        if rng.random() < 0.4:
+        target = rng.choice(["out", "out", ".", "..", "", "../outside", "home"])
+        argv += ["-o", target]
+        # --force replaces the folder the user names: onto ../outside (the sentinel beside the
+        # sandbox) that is the user's own request, not an escape; without it, a refusal
+        if rng.random() < 0.4 and target != "../outside":
             argv.append("--force")
     if command == "build":
         argv.append("--dry-run")
