@@ -445,6 +445,8 @@ def make_wheel_channel(
             raise
         except (zipfile.BadZipFile, EOFError, zlib.error) as exc:  # a member damaged past its header
             raise UsageError(f"{wheel}: not a readable wheel ({type(exc).__name__}: {exc})") from None
+        except KeyError:  # the file was replaced between the first look and the packing
+            raise UsageError(f"{wheel}: the wheel changed while it was read; run again") from None
     if with_python:
         written.append(write_python_package(channel_dir / subdir, subdir))
     (channel_dir / "noarch").mkdir(parents=True, exist_ok=True)
