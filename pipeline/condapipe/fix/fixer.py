@@ -11,7 +11,6 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -38,6 +37,7 @@ from condapipe.package.io import (
     unpack,
     update_paths_json,
 )
+from condapipe.scratch import make_dir, remove_tree
 
 
 @dataclass(frozen=True)
@@ -270,7 +270,7 @@ def fix_package(
     draft = draft and package_format(path) == CONDA
     scratch_parent = work_dir or out_path.parent
     scratch_parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".condapipe-fix-", dir=scratch_parent))
+    scratch = make_dir(".condapipe-fix-", scratch_parent)
     try:
         root = unpack(path, scratch / "pkg")
         # a conda package, not any archive: info/index.json there and naming what a channel accepts
@@ -314,7 +314,7 @@ def fix_package(
         if keep_tree and report.output and scratch_parent == out_path.parent:
             tree_record.keep(root, Path(report.output))
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_tree(scratch)  # finished even when an interrupt lands mid-removal
     report.elapsed_s = time.monotonic() - start
     return report
 

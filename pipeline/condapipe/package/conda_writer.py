@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import tarfile
-import tempfile
 import zipfile
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
@@ -27,6 +26,7 @@ from typing import IO, Any
 
 import zstandard
 
+from condapipe.scratch import scratch_dir
 from condapipe.value_rules import check_package_part
 
 # The prefix placeholder conda and rattler replace in text files at install time.
@@ -158,7 +158,7 @@ def write_conda(
     has_prefix = [f for f in files if f.has_prefix]
     dest_dir.mkdir(parents=True, exist_ok=True)
     dest = dest_dir / f"{stem}.conda"
-    with tempfile.TemporaryDirectory(prefix=f".{stem}.", dir=dest_dir) as scratch:
+    with scratch_dir(f".{stem}.", dest_dir) as scratch:  # removed even by an interrupt
         pkg_tar, info_tar = Path(scratch, "pkg.tar.zst"), Path(scratch, "info.tar.zst")
         digests = _write_tar_zst(pkg_tar, files)
         info: dict[str, bytes] = {

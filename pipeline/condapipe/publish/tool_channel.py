@@ -23,7 +23,6 @@ import hashlib
 import os
 import stat
 import sysconfig
-import tempfile
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from condapipe.package.conda_writer import PackageFile, index_json, write_conda
 from condapipe.package.safe_extract import STREAM_ERRORS, Budget, Limits
 from condapipe.publish.channel import index_channel
 from condapipe.safe_paths import open_regular
+from condapipe.scratch import scratch_dir
 
 TOOLS = ("cmake", "ninja")
 BUILD_STRING = "pypi_wheel_0"
@@ -242,7 +242,7 @@ def make_tool_channel(
         # The package is the same bytes every time (conda_writer is deterministic): a file already
         # at its name is kept only when its sha256 is that of the package made now; anything else
         # there (an older build, a planted package) is replaced before the channel is indexed.
-        with tempfile.TemporaryDirectory(prefix=".tool-package-", dir=folder) as scratch:
+        with scratch_dir(".tool-package-", folder) as scratch:
             made = write_package(tool, Path(scratch), subdir)
             if not _same_bytes(dest, made):
                 os.replace(made, dest)

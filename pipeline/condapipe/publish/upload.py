@@ -40,7 +40,6 @@ import logging
 import os
 import re
 import stat
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -67,6 +66,7 @@ from condapipe.publish.tokens import Token, redact
 from condapipe.publish.upload_order import upload_order
 from condapipe.publish.upload_result import FileOutcome, Status
 from condapipe.safe_paths import open_regular
+from condapipe.scratch import scratch_dir
 from condapipe.value_rules import (
     check_owner,
     is_label_name,
@@ -622,7 +622,7 @@ def upload_one(
 
     Without state_dir the --force backups live in a temporary directory (not resumable)."""
     if state_dir is None:
-        with tempfile.TemporaryDirectory(prefix="condapipe-upload-") as tmp:
+        with scratch_dir("condapipe-upload-") as tmp:
             return upload_one(
                 site,
                 owner,
@@ -759,7 +759,7 @@ def upload_to_anaconda(
     _start(site, token, owner, retry, sleep)
     with contextlib.ExitStack() as stack:
         if state_dir is None:
-            state_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="condapipe-upload-")))
+            state_dir = stack.enter_context(scratch_dir("condapipe-upload-"))
         outcomes: list[FileOutcome] = []
         for info in packages:
             if info.path in blocked:

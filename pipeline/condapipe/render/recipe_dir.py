@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import sys
-import tempfile
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +23,7 @@ from condapipe.render.syntax import bash_value
 from condapipe.render.v0 import conda_build_config, meta_yaml
 from condapipe.render.v1 import recipe_yaml, variants_yaml
 from condapipe.safe_paths import destination, replaceable
+from condapipe.scratch import make_dir, remove_tree
 
 if TYPE_CHECKING:
     from condapipe.buildspec.build_spec import BuildSpec
@@ -157,7 +155,7 @@ def write_files(files: dict[str, bytes], out_dir: Path, *, force: bool = False) 
     parent = out_dir.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=parent))
+        tmp = make_dir(f".{out_dir.name}.tmp-", parent)
     except OSError as exc:
         raise UsageError(f"cannot write into {parent}: {exc.strerror}") from None
     try:
@@ -179,25 +177,14 @@ def write_files(files: dict[str, bytes], out_dir: Path, *, force: bool = False) 
 
 
 def _remove_tree(path: Path) -> None:
-    """Remove a folder we made or moved aside, even one whose folders are read-only."""
-
-    def retry_writable(func, failed, _exc) -> None:  # type: ignore[no-untyped-def]
-        try:
-            os.chmod(os.path.dirname(failed), 0o700)
-            func(failed)
-        except OSError:
-            pass
-
-    if path.exists() or path.is_symlink():
-        if sys.version_info >= (3, 12):
-            shutil.rmtree(path, onexc=retry_writable)
-        else:  # pragma: no cover - Python 3.11
-            shutil.rmtree(path, onerror=retry_writable)
+    """Remove a folder we made or moved aside, even one whose folders are read-only, even when an
+    interrupt lands meanwhile (condapipe.scratch)."""
+    remove_tree(path)
 
 
 def _swap_into_place(tmp: Path, out_dir: Path) -> None:
     if out_dir.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=tmp.parent))
+        old = make_dir(f".{out_dir.name}.old-", tmp.parent)
         os.rename(out_dir, old / "dir")
         try:
             os.rename(tmp, out_dir)
