@@ -36,13 +36,6 @@ def deferred_signals() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def make_dir(prefix: str, parent: Path | None = None, suffix: str = "") -> Path:
-    """tempfile.mkdtemp with the signals held back: no interrupt between the folder's creation and
-    the caller holding its name."""
-    with deferred_signals():
-        return Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=parent))
-
-
 def _retry_writable(func: Callable[[str], object], failed: str, _exc: object) -> None:
     try:
         os.chmod(os.path.dirname(failed), 0o700)
@@ -73,11 +66,16 @@ def remove_tree(path: Path) -> None:
 
 
 @contextmanager
-def scratch_dir(prefix: str, parent: Path | None = None) -> Iterator[Path]:
-    """A fresh folder for the block, removed however the block ends (an interrupt included)."""
+def scratch_dir(prefix: str, parent: Path | None = None, suffix: str = "") -> Iterator[Path]:
+    """A fresh folder for the block, removed however the block ends (an interrupt included; a
+    folder the block renamed into place is gone from here, so nothing is removed).
+
+    The folder is made, and its name held, with the signals held back: an interrupt delivered
+    when they are let go finds the name already known to the cleanup."""
     path: Path | None = None
     try:
-        path = make_dir(prefix, parent)
+        with deferred_signals():
+            path = Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=parent))
         yield path
     finally:
         if path is not None:

@@ -37,7 +37,7 @@ from condapipe.package.io import (
     unpack,
     update_paths_json,
 )
-from condapipe.scratch import make_dir, remove_tree
+from condapipe.scratch import scratch_dir
 
 
 @dataclass(frozen=True)
@@ -270,8 +270,8 @@ def fix_package(
     draft = draft and package_format(path) == CONDA
     scratch_parent = work_dir or out_path.parent
     scratch_parent.mkdir(parents=True, exist_ok=True)
-    scratch = make_dir(".condapipe-fix-", scratch_parent)
-    try:
+    # removed however this ends, an interrupt mid-removal included (condapipe.scratch)
+    with scratch_dir(".condapipe-fix-", scratch_parent) as scratch:
         root = unpack(path, scratch / "pkg")
         # a conda package, not any archive: info/index.json there and naming what a channel accepts
         package_info_from_index(load_index(root, path), path)
@@ -313,8 +313,6 @@ def fix_package(
         report.timings["write"] = time.monotonic() - written
         if keep_tree and report.output and scratch_parent == out_path.parent:
             tree_record.keep(root, Path(report.output))
-    finally:
-        remove_tree(scratch)  # finished even when an interrupt lands mid-removal
     report.elapsed_s = time.monotonic() - start
     return report
 

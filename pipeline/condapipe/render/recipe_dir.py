@@ -23,7 +23,7 @@ from condapipe.render.syntax import bash_value
 from condapipe.render.v0 import conda_build_config, meta_yaml
 from condapipe.render.v1 import recipe_yaml, variants_yaml
 from condapipe.safe_paths import destination, replaceable
-from condapipe.scratch import make_dir, remove_tree
+from condapipe.scratch import scratch_dir
 
 if TYPE_CHECKING:
     from condapipe.buildspec.build_spec import BuildSpec
@@ -155,44 +155,33 @@ def write_files(files: dict[str, bytes], out_dir: Path, *, force: bool = False) 
     parent = out_dir.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        tmp = make_dir(f".{out_dir.name}.tmp-", parent)
     except OSError as exc:
         raise UsageError(f"cannot write into {parent}: {exc.strerror}") from None
     try:
-        for name, data in files.items():
-            target = tmp / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-            if name.endswith(".sh"):
-                target.chmod(0o755)
-        tmp.chmod(0o755)
-        _swap_into_place(tmp, out_dir)
+        # removed however this ends, an interrupt included (renamed into place: nothing to remove)
+        with scratch_dir(f".{out_dir.name}.tmp-", parent) as tmp:
+            for name, data in files.items():
+                target = tmp / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+                if name.endswith(".sh"):
+                    target.chmod(0o755)
+            tmp.chmod(0o755)
+            _swap_into_place(tmp, out_dir)
     except OSError as exc:
-        _remove_tree(tmp)
         raise UsageError(f"cannot write {out_dir}: {exc.strerror or exc}") from None
-    except BaseException:
-        _remove_tree(tmp)
-        raise
     return replaced
-
-
-def _remove_tree(path: Path) -> None:
-    """Remove a folder we made or moved aside, even one whose folders are read-only, even when an
-    interrupt lands meanwhile (condapipe.scratch)."""
-    remove_tree(path)
 
 
 def _swap_into_place(tmp: Path, out_dir: Path) -> None:
     if out_dir.exists():
-        old = make_dir(f".{out_dir.name}.old-", tmp.parent)
-        os.rename(out_dir, old / "dir")
-        try:
-            os.rename(tmp, out_dir)
-        except BaseException:
-            os.rename(old / "dir", out_dir)
-            raise
-        finally:
-            _remove_tree(old)
+        with scratch_dir(f".{out_dir.name}.old-", tmp.parent) as old:  # the replaced folder goes here
+            os.rename(out_dir, old / "dir")
+            try:
+                os.rename(tmp, out_dir)
+            except BaseException:
+                os.rename(old / "dir", out_dir)
+                raise
     else:
         os.rename(tmp, out_dir)
 
