@@ -28,7 +28,8 @@ def test_three_hundred_hostile_invocations_fail_cleanly(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["invocations"] == 300, done.stderr[-2000:]
     assert report["failure_classes"] == dict.fromkeys(CLASSES, 0), report["failures"]
-    assert set(report["exit_codes"]) <= {"0", "1", "2", "3"}
+    # 130: interrupted; a 130 from a command no signal was sent to counts in the exit-code class
+    assert set(report["exit_codes"]) <= {"0", "1", "2", "3", "130"}
     assert len(report["commands"]) >= 10  # every subcommand was exercised
     assert report["signals_sent"] > 0  # some commands were interrupted while running
     assert done.returncode == 0, done.stdout[-2000:]
