@@ -134,7 +134,7 @@ def test_renamed_conda_and_clean_packages_read_and_fix_round_trips_through_verif
 @pytest.mark.parametrize(
     ("kind", "says"),
     [
-        ("index-evil-name", "name '../../x' is not a valid conda name"),
+        ("index-evil-name", "name '../../x': not a conda package name"),  # value_rules' wording
         ("index-evil-subdir", "subdir '../../..' is not a platform subdir"),
         ("bad-index-json", "info/index.json is not valid JSON"),
         ("paths-escape", "'../../../secret'"),

@@ -154,6 +154,12 @@ def resolve_settings(
     spec = spec_settings(dict(config), name) if name else {}
     given = flag_settings(flags)
     _refuse_secrets(config, spec, given, flags.get("compile_cache"))
+    _refuse_url_secret(
+        f"${COMPILE_CACHE_ENV}",
+        environ.get(COMPILE_CACHE_ENV),
+        "set SCCACHE_REDIS_PASSWORD (Redis) or "
+        "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (S3) in the environment",
+    )
     if "env" in given:
         given["env"] = {**spec.get("env", {}), **given["env"]}
     spec.update(given)
@@ -207,8 +213,12 @@ def _refuse_secrets(
         ),
     ]
     for what, value, fix in urls:
-        if isinstance(value, str) and "://" in value:
-            refuse_url_credentials(parse_url(value, what), what, fix)
+        _refuse_url_secret(what, value, fix)
+
+
+def _refuse_url_secret(what: str, value: Any, fix: str) -> None:
+    if isinstance(value, str) and "://" in value:
+        refuse_url_credentials(parse_url(value, what), what, fix)
 
 
 def spec_from_settings(settings: Settings) -> BuildSpec:

@@ -8,11 +8,13 @@ come from the spec's resolved variants.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,8 +27,9 @@ from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.buildspec.compile_jobs import spec_job_gib
 from condapipe.buildspec.defaults import cudas_accepting_gcc
 from condapipe.doctor.costs import disk_need
-from condapipe.doctor.machine import Finding, Machine, doctor_data, family_facts
+from condapipe.doctor.machine import FACTS_MAX_BYTES, Finding, Machine, doctor_data, family_facts
 from condapipe.errors import CondapipeError
+from condapipe.safe_paths import read_head
 
 GIB = 1024**3
 
@@ -38,15 +41,35 @@ class CheckResult:
     cuda_homes: dict[str, str] = field(default_factory=dict)
 
 
+TOOL_TIMEOUT_S = 30
+
+
 def _run(argv: list[str], machine: Machine) -> str | None:
-    """stdout+stderr of a tool, or None when it cannot run (missing, broken, hangs)."""
+    """stdout+stderr of a tool, or None when it cannot run (missing, broken, hangs).
+
+    The tool runs in a session of its own, and a hang stops the whole session: a wrapper script
+    (nvidia-smi is often one) whose child hangs would otherwise outlive the timeout."""
     try:
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=30, env={**machine.env, "PATH": machine.path}
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            env={**machine.env, "PATH": machine.path},
+            start_new_session=True,
         )
-    except (OSError, subprocess.TimeoutExpired):
+    except OSError:
         return None
-    return proc.stdout + proc.stderr if proc.returncode == 0 else None
+    try:
+        out, err = proc.communicate(timeout=TOOL_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return None
+    return out + err if proc.returncode == 0 else None
 
 
 def _cudas(spec: BuildSpec) -> list[str]:
@@ -208,13 +231,11 @@ def check_gcc(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
 
 def driver_version(machine: Machine) -> str | None:
     """The loaded kernel module's version, from /proc/driver/nvidia/version (or nvidia-smi)."""
-    try:
-        text = machine.driver_file.read_text(encoding="utf-8", errors="replace")
-        m = re.search(r"Kernel Module(?: for [^ ]+)?\s+(\d+\.\d+(?:\.\d+)?)", text)
-        if m:
-            return m.group(1)
-    except OSError:
-        pass
+    raw = read_head(machine.driver_file, FACTS_MAX_BYTES)  # bounded: the path may come from the env
+    text = raw.decode("utf-8", errors="replace") if raw is not None else ""
+    m = re.search(r"Kernel Module(?: for [^ ]+)?\s+(\d+\.\d+(?:\.\d+)?)", text)
+    if m:
+        return m.group(1)
     smi = machine.which("nvidia-smi")
     out = _run([smi, "--query-gpu=driver_version", "--format=csv,noheader"], machine) if smi else None
     return out.strip().splitlines()[0] if out and out.strip() else None
@@ -276,10 +297,10 @@ def check_driver(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
 
 
 def mem_available_gib(meminfo: Path) -> float | None:
-    try:
-        text = meminfo.read_text(encoding="utf-8")
-    except OSError:
+    raw = read_head(meminfo, FACTS_MAX_BYTES)  # bounded: the path may come from $CONDAPIPE_MEMINFO
+    if raw is None:
         return None
+    text = raw.decode("utf-8", errors="replace")
     fields = dict(re.findall(r"^(\w+):\s+(\d+) kB", text, re.MULTILINE))
     kib = fields.get("MemAvailable") or fields.get("MemTotal")
     return int(kib) / (1024 * 1024) if kib else None

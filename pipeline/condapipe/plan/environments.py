@@ -9,10 +9,12 @@ recipe model in memory (nothing written); recipe directories from their recipe.y
 from __future__ import annotations
 
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from condapipe.errors import UsageError
+from condapipe.scratch import scratch_dir
 
 if TYPE_CHECKING:
     from condapipe.plan.jobs import Job
@@ -113,13 +115,33 @@ def _deps(value: Any) -> list[str]:
     return out
 
 
+def _first_line(exc: BaseException) -> str:
+    """The engine's message, one line and at most 300 characters (not its whole dump)."""
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _user_recipe(rb: Any, recipe: Path, variants_file: Path) -> tuple[Any, Any]:
+    """A user's recipe.yaml (and variants.yaml) parsed by rattler-build; what it cannot parse
+    (unclosed YAML, an empty file, a list, an unknown anchor) is a one-line UsageError."""
+    shown = recipe
+    try:
+        parsed = rb.Stage0Recipe.from_file(recipe)
+        shown = variants_file
+        has_variants = variants_file.is_file()
+        variants = rb.VariantConfig.from_file(variants_file) if has_variants else rb.VariantConfig()
+    except rb.RattlerBuildError as exc:
+        raise UsageError(f"cannot parse {shown}: {_first_line(exc)}") from None
+    return parsed, variants
+
+
 def render_job(job: Job, build_platform: str, run_tests: bool) -> list[RecipeFacts]:
     """The environments of `job`, one RecipeFacts per variant its recipe renders to; [] when only a
     meta.yaml exists (conda-build renders and solves that itself, before it compiles)."""
     # py-rattler-build writes a recipe given as text into a folder (a temp one of its own, never
     # removed, unless told where): a scratch folder of ours, removed afterwards.
-    with tempfile.TemporaryDirectory(prefix="condapipe-render-") as scratch:
-        return _render_job(job, build_platform, run_tests, Path(scratch))
+    with scratch_dir("condapipe-render-") as scratch:
+        return _render_job(job, build_platform, run_tests, scratch)
 
 
 def _render_job(job: Job, build_platform: str, run_tests: bool, scratch: Path) -> list[RecipeFacts]:
@@ -142,16 +164,19 @@ def _render_job(job: Job, build_platform: str, run_tests: bool, scratch: Path) -
         recipe_dir = job.recipe_dir
         if not (recipe_dir / V1_RECIPE).is_file():
             return []
-        recipe = rb.Stage0Recipe.from_file(recipe_dir / V1_RECIPE)
-        variants = rb.VariantConfig()
-        if (recipe_dir / "variants.yaml").is_file():
-            variants = rb.VariantConfig.from_file(recipe_dir / "variants.yaml")
+        recipe, variants = _user_recipe(rb, recipe_dir / V1_RECIPE, recipe_dir / "variants.yaml")
         if job.pythons:
             variants = variants.merge(rb.VariantConfig({"python": list(job.pythons)}))
     target = job.platform or build_platform
     config = rb.RenderConfig(platform=rb.PlatformConfig(target_platform=target)) if job.platform else None
     facts = []
-    for rendered in recipe.render(variants, config):
+    try:
+        renders = recipe.render(variants, config)
+    except rb.RattlerBuildError as exc:
+        if recipe_dir is None:
+            raise  # a recipe condapipe rendered itself: a bug, not the user's input
+        raise UsageError(f"cannot render {recipe_dir / V1_RECIPE}: {_first_line(exc)}") from None
+    for rendered in renders:
         data = rendered.recipe.to_dict()
         variant = dict(rendered.variant)
         req = data.get("requirements") or {}
