@@ -174,7 +174,7 @@ def test_s3_bucket_and_prefix_come_from_the_url() -> None:
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ("redis://:hunter2@cache:6379", "credentials do not belong on the command line"),
+        ("redis://:hunter2@cache:6379", "credentials do not belong in a URL"),
         ("memcached://cache:11211", "unsupported store memcached://"),
         ("redis://", "set SCCACHE_REDIS_ENDPOINT"),
         ("redis://[::1", "not a valid URL"),
