@@ -71,11 +71,15 @@ class EngineResult:
     packages: tuple[Path, ...]
     log_path: Path
     seconds: float
+    # Outputs the recipe's `build: skip` leaves out on this platform/variant, as the engine says
+    # them: nothing of theirs is built, so nothing of theirs is ever published.
+    skipped: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {
             "engine": self.engine,
             "packages": [str(p) for p in self.packages],
+            "skipped": list(self.skipped),
             "log": str(self.log_path),
             "seconds": round(self.seconds, 2),
         }

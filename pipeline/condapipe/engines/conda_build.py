@@ -216,10 +216,8 @@ class CondaBuildEngine:
                 log_path=str(log_path),
             )
         lines = [line.strip() for line in proc.stdout.splitlines()]
-        paths = [Path(line) for line in lines if line.endswith(f".{options.package_format}")]
-        if not paths:
-            raise BuildFailed(f"`conda build --output` named no package for {recipe_dir}")
-        return paths
+        # A recipe whose `build: skip` holds for every variant names nothing: conda-build skips it.
+        return [Path(line) for line in lines if line.endswith(f".{options.package_format}")]
 
     def build(self, recipe_dir: Path, options: BuildOptions) -> EngineResult:
         if not (recipe_dir / V0_RECIPE).is_file():
@@ -232,9 +230,15 @@ class CondaBuildEngine:
             )
         if len(options.pythons) > 1:
             write_python_variants(python_variant_file(options), options.pythons)
+        started = time.monotonic()
         expected = self.expected_packages(command, recipe_dir, options)
         log_path = log_file_for(options, recipe_dir.resolve().name, self.name)
-        started = time.monotonic()
+        if not expected:
+            with BuildLog(log_path, echo=options.echo) as log:
+                log.write(f"condapipe: conda-build skips {recipe_dir}: build/skip holds for every variant")
+                log_path = log.path
+            skipped = (f"{recipe_dir.name} (build/skip holds for every variant)",)
+            return EngineResult(self.name, (), log_path, time.monotonic() - started, skipped)
         argv = self.argv(command, recipe_dir, options)
         with BuildLog(log_path, echo=options.echo) as log:
             log.write("condapipe: " + " ".join(argv))

@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from condapipe.engines.engine_process import MARK
+from condapipe.engines.recipe_skip import is_skipped
+from condapipe.engines.recipe_variants import load_variant_config
+from condapipe.engines.render_error import engine_message
 
 
 def send(event: str, **fields: Any) -> None:
@@ -63,6 +66,11 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _variant_text(variant: dict[str, Any]) -> str:
+    """`python 3.10, target_platform linux-64`: the variant a skip held for."""
+    return ", ".join(f"{key} {value}" for key, value in sorted(variant.items()))
+
+
 def build(request: dict[str, Any]) -> None:
     """Render the recipe and build every variant; ends with exactly one ending message."""
     import rattler_build as rb
@@ -71,14 +79,14 @@ def build(request: dict[str, Any]) -> None:
     try:
         recipe = rb.Stage0Recipe.from_file(recipe_path)
     except rb.RattlerBuildError as exc:
-        send("usage", message=f"cannot parse {request['shown_recipe']}: {first_line(exc)}")
+        send("usage", message=f"cannot parse {request['shown_recipe']}: {engine_message(str(exc))}")
         return
     variant_config = rb.VariantConfig()
     if request["variants"]:
         try:
-            variant_config = rb.VariantConfig.from_file(Path(request["variants"]))
+            variant_config = load_variant_config(Path(request["variants"]), request["target_platform"])
         except rb.RattlerBuildError as exc:
-            send("usage", message=f"cannot parse {request['variants']}: {first_line(exc)}")
+            send("usage", message=f"cannot parse {request['variants']}: {engine_message(str(exc))}")
             return
     if request["pythons"]:
         variant_config = variant_config.merge(rb.VariantConfig({"python": list(request["pythons"])}))
@@ -87,10 +95,22 @@ def build(request: dict[str, Any]) -> None:
         platform = rb.PlatformConfig(target_platform=request["target_platform"])
         render_config = rb.RenderConfig(platform=platform)
     tool_config = rb.ToolConfiguration(test_strategy="native" if request["run_tests"] else "skip")
+    try:
+        variants = list(recipe.render(variant_config, render_config))
+    except rb.RattlerBuildError as exc:
+        send("usage", message=f"cannot render {request['shown_recipe']}: {engine_message(str(exc))}")
+        return
+    stage0 = recipe.to_dict()
     send("started", version=rb.rattler_build_version())
     built: list[str] = []
+    skipped: list[str] = []
     try:
-        for variant in recipe.render(variant_config, render_config):
+        for variant in variants:
+            if is_skipped(stage0, dict(variant.variant), render_config):
+                name = variant.recipe.package.name
+                skipped.append(f"{name} ({_variant_text(dict(variant.variant))})")
+                send("log", text=f"skipping {name}: build/skip holds for {dict(variant.variant)}")
+                continue
             result = variant.run_build(
                 tool_config=tool_config,
                 output_dir=Path(request["output_dir"]),
@@ -103,7 +123,7 @@ def build(request: dict[str, Any]) -> None:
     except rb.RattlerBuildError as exc:
         send("failed", message=str(exc))
         return
-    send("built", packages=built)
+    send("built", packages=built, skipped=skipped)
 
 
 def main() -> int:

@@ -204,6 +204,12 @@ class PlannedPackages:
 # ---------------------------------------------------------------- solving
 
 
+def _sibling(facts: RecipeFacts, env: Environment) -> bool:
+    """Another output of the same recipe: the engine builds it in the same run (in the order its
+    pins need), so it is there for this output's environments; a package never builds itself."""
+    return facts.job == env.job and bool(env.package) and facts.package != env.package
+
+
 def _channel_of(record: Any) -> str:
     channel = str(getattr(record, "channel", "") or "")
     return channel.rstrip("/")
@@ -313,7 +319,11 @@ def resolve_plan(
     async def run() -> None:
         gw = gateway()
         for env in envs:
-            earlier = [f for f in (*extra_planned, *recipes) if order.get(f.job, -1) < order[env.job]]
+            earlier = [
+                f
+                for f in (*extra_planned, *recipes)
+                if order.get(f.job, -1) < order[env.job] or _sibling(f, env)
+            ]
             planned = PlannedPackages(earlier)
             sources: list[Any] = ([planned] if planned else []) + [rattler.Channel(c) for c in usable]
             names = {spec_name(s) for s in env.specs}

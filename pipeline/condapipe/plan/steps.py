@@ -29,9 +29,24 @@ def _packages(ctx: StepContext, step_id: str) -> list[Path]:
     from condapipe.package.io import package_suffix
 
     pkgs = [p for p in ctx.dep_files(step_id) if package_suffix(p.name)]
-    if not pkgs:
+    if not pkgs and not skipped_outputs(ctx, step_id):
         raise BuildFailed(f"{ctx.step.id}: {step_id} produced no package")
     return pkgs
+
+
+def skipped_outputs(ctx: StepContext, step_id: str) -> list[str]:
+    """The outputs the recipe skips (`build: skip`), as the build step recorded them and every
+    later step passes on: a step with only skipped outputs has nothing to do, and says so."""
+    record = ctx.deps.get(step_id)
+    skipped = record.data.get("skipped") if record else None
+    return [str(s) for s in skipped] if isinstance(skipped, list) else []
+
+
+def _note_skipped(ctx: StepContext, step_id: str) -> dict[str, list[str]]:
+    skipped = skipped_outputs(ctx, step_id)
+    for name in skipped:
+        ctx.log.write(f"skipped by the recipe (build/skip): {name}; nothing of it is built or published")
+    return {"skipped": skipped} if skipped else {}
 
 
 def render_action(spec: BuildSpec, label: str) -> Action:
@@ -84,9 +99,12 @@ def build_action(job: Job, options: PlanOptions) -> Action:
         except BuildFailed as exc:
             raise with_source_advice(exc, job) from None
         ctx.log.write(f"engine log: {result.log_path}")
+        for name in result.skipped:
+            ctx.log.write(f"skipped by the recipe (build/skip): {name}")
+        data = {"engine": engine.name, "engine_log": str(result.log_path), "recipe_dir": str(recipe_dir)}
         return StepOutcome(
             files=tuple(sorted(result.packages)),
-            data={"engine": engine.name, "engine_log": str(result.log_path), "recipe_dir": str(recipe_dir)},
+            data={**data, **({"skipped": list(result.skipped)} if result.skipped else {})},
         )
 
     return run
@@ -175,7 +193,8 @@ def fix_action(build_step: str, family: str | None, options: PlanOptions) -> Act
                 "timings": {k: round(v, 3) for k, v in report.timings.items()},
             }
             fixed.append(Path(report.output or ctx.step_dir / pkg.parent.name / pkg.name))
-        return StepOutcome(files=tuple(fixed), data={"fix": summaries, "compression": [fmt, level]})
+        data = {"fix": summaries, "compression": [fmt, level], **_note_skipped(ctx, build_step)}
+        return StepOutcome(files=tuple(fixed), data=data)
 
     return run
 
@@ -238,7 +257,8 @@ def verify_action(
                     f"verify failed for {pkg.name}: {report.errors[0] if report.errors else 'not ok'}{more}",
                     log_path=str(ctx.log.path),
                 )
-        return StepOutcome(data={"verify": reports, "archs": archs.torch_arch_list() if archs else None})
+        data = {"verify": reports, "archs": archs.torch_arch_list() if archs else None}
+        return StepOutcome(data={**data, **_note_skipped(ctx, fix_step)})
 
     return run
 
@@ -250,9 +270,12 @@ def test_action(fix_step: str, options: PlanOptions) -> Action:
         from condapipe.publish.channel import ensure_channel
 
         ensure_channel(options.output_dir)  # an unindexed local channel makes rattler-build's test fail
+        packages = _packages(ctx, fix_step)
         channels = [str(options.output_dir.resolve()), *options.engine_channels()]
+        if len(packages) > 1:
+            channels.insert(0, str(sibling_channel(ctx, packages)))
         results = {}
-        for pkg in _packages(ctx, fix_step):
+        for pkg in packages:
             package = rattler_build.Package.from_file(str(pkg))
             if not package.test_count:
                 results[pkg.name] = _run_conda_build_tests(ctx, pkg, channels)
@@ -269,9 +292,31 @@ def test_action(fix_step: str, options: PlanOptions) -> Action:
             if failed:
                 raise BuildFailed(f"tests {failed} of {pkg.name} failed", log_path=str(ctx.log.path))
             results[pkg.name] = f"{len(outcomes)} passed"
-        return StepOutcome(data={"tests": results})
+        return StepOutcome(data={"tests": results, **_note_skipped(ctx, fix_step)})
 
     return run
+
+
+def sibling_channel(ctx: StepContext, packages: list[Path]) -> Path:
+    """A channel in this step's folder holding the fixed outputs of the recipe: an output whose test
+    (or run) requirements name a sibling output finds it there, as it did in the engine's own test,
+    before anything is published. Hard links where the file system allows, else copies."""
+    import shutil
+
+    from condapipe.publish.channel import index_channel
+
+    channel = ctx.step_dir / "siblings"
+    shutil.rmtree(channel, ignore_errors=True)
+    for pkg in packages:
+        target = channel / pkg.parent.name / pkg.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(pkg, target)
+        except OSError:
+            shutil.copy2(pkg, target)
+    (channel / "noarch").mkdir(parents=True, exist_ok=True)
+    index_channel(channel)
+    return channel.resolve()
 
 
 # The test scripts conda-build writes into a package's info/test/ (conda_build/create_test.py:
@@ -321,6 +366,9 @@ def publish_action(fix_step: str, options: PlanOptions) -> Action:
 
         channel = options.output_dir
         failed: list[str] = []
+        packages = _packages(ctx, fix_step)
+        if not packages:  # every output skipped by the recipe: the channel is left as it was
+            return StepOutcome(data={"channel": str(channel.resolve()), **_note_skipped(ctx, fix_step)})
 
         def copied(outcome: FileOutcome) -> None:
             if outcome.status is Status.EXISTS:
@@ -332,7 +380,7 @@ def publish_action(fix_step: str, options: PlanOptions) -> Action:
             pause_point(f"publish:copied:{ctx.step.id}")
 
         # force: a rebuild under the same file name replaces the package (and is re-indexed).
-        outcomes, index = publish_packages(channel, _packages(ctx, fix_step), force=True, on_published=copied)
+        outcomes, index = publish_packages(channel, packages, force=True, on_published=copied)
         if failed:
             raise BuildFailed(
                 f"publishing into {channel} failed: {'; '.join(failed)}", log_path=str(ctx.log.path)
