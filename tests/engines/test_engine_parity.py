@@ -1,0 +1,132 @@
+"""`condapipe build RECIPE_DIR` does what the plain engine does with the same recipe.
+
+Each recipe under tests/data/recipes/parity (both formats) exercises one thing the plain engine
+does that condapipe once did differently; it is built for real with the plain engine and with
+condapipe, against the same empty local channel, and the outcome (built / skipped / failed) and
+the packages (files, modes, index.json) must be the same. tests/engine_parity.py says how each
+side is run; tests/engines/test_engine_parity_upstream.py runs the same comparison over the
+engines' own test recipes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.engine_parity import (
+    BUILT,
+    FAILED,
+    SKIPPED,
+    condapipe_build,
+    empty_channel,
+    plain_conda_build,
+    plain_rattler_build,
+)
+
+PARITY = Path(__file__).resolve().parent.parent / "data" / "recipes" / "parity"
+EXPECTED = {
+    "skip-here": SKIPPED,  # build/skip holds on Linux
+    "siblings": BUILT,  # parity-app's run and test requirements name parity-lib, built by the same recipe
+    "variant-config": BUILT,  # conda_build_config.yaml next to the recipe, with a [linux] selector
+    "declared-leak": BUILT,  # a pip-style direct_url.json naming the work dir, declared intended
+    "binary-placeholder": BUILT,  # a prefix the recipe asked to be replaced in binary mode
+}
+pytestmark = pytest.mark.slow
+
+
+def _compare(plain, ours, recipe: str) -> None:
+    assert ours.outcome == plain.outcome == EXPECTED[recipe], (
+        f"{recipe}: plain {plain.outcome}, condapipe {ours.outcome}\n"
+        f"plain: {plain.why}\ncondapipe: {ours.why}"
+    )
+    assert sorted(ours.packages) == sorted(plain.packages)
+    for name, contents in plain.packages.items():
+        assert ours.packages[name] == contents, name
+
+
+@pytest.mark.parametrize("recipe", sorted(EXPECTED))
+def test_rattler_build_recipes_come_out_as_the_plain_engine_makes_them(recipe: str, tmp_path: Path) -> None:
+    deps = empty_channel(tmp_path / "deps")
+    plain = plain_rattler_build(PARITY / recipe, tmp_path / "plain", [str(deps)])
+    ours = condapipe_build(
+        PARITY / recipe, "rattler-build", tmp_path / "channel", tmp_path / "work", [str(deps)]
+    )
+    _compare(plain, ours, recipe)
+
+
+@pytest.mark.parametrize("recipe", sorted(EXPECTED))
+def test_conda_build_recipes_come_out_as_the_plain_engine_makes_them(
+    recipe: str, real_conda: Path, tmp_path: Path
+) -> None:
+    deps = empty_channel(tmp_path / "deps")
+    plain = plain_conda_build(PARITY / recipe, tmp_path / "plain", [str(deps)], tmp_path / "croot")
+    ours = condapipe_build(
+        PARITY / recipe, "conda-build", tmp_path / "channel", tmp_path / "work", [str(deps)]
+    )
+    _compare(plain, ours, recipe)
+
+
+@pytest.mark.parametrize("engine", ["rattler-build", "conda-build"])
+def test_a_skipped_recipe_is_reported_skipped_and_nothing_is_published(
+    engine: str, real_conda: Path, tmp_path: Path
+) -> None:
+    channel = tmp_path / "channel"
+    argv = [
+        str(Path(sys.executable).parent / "condapipe"),
+        "build",
+        str(PARITY / "skip-here"),
+        "--engine",
+        engine,
+    ]
+    argv += ["--output-dir", str(channel), "--work-dir", str(tmp_path / "work"), "--offline"]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    # the output's name (rattler-build) or the recipe folder's (conda-build --output names none)
+    assert re.search(
+        r"skipped by the recipe \(build/skip\), nothing published: (parity-)?skip-here", proc.stdout
+    )
+    assert not [p for p in channel.rglob("*") if p.name.endswith((".conda", ".tar.bz2"))]
+    report = json.loads((tmp_path / "work" / "report.json").read_text())
+    assert report["ok"] and report["packages"] == [] and report["skipped"]
+
+
+def test_a_recipe_the_engine_cannot_render_fails_in_one_line_naming_the_file(tmp_path: Path) -> None:
+    recipe = PARITY / "render-error"
+    plain = plain_rattler_build(recipe, tmp_path / "plain", [str(empty_channel(tmp_path / "deps"))])
+    assert plain.outcome == FAILED
+    argv = [str(Path(sys.executable).parent / "condapipe"), "build", str(recipe), "--engine", "rattler-build"]
+    argv += ["--output-dir", str(tmp_path / "channel"), "--work-dir", str(tmp_path / "work"), "--offline"]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert f"cannot render {recipe / 'recipe.yaml'}" in lines[0]
+    assert "unknown filter: filter no_such_filter is unknown" in lines[0]
+    assert "internal error" not in proc.stderr and "JinjaError {" not in proc.stderr
+
+
+@pytest.mark.parametrize("engine", ["rattler-build", "conda-build"])
+def test_an_undeclared_build_path_is_refused_in_one_line_saying_what_to_do(
+    engine: str, real_conda: Path, tmp_path: Path
+) -> None:
+    """Deliberately stricter than the plain engine, which packs it: a pip-style direct_url.json that
+    names the build's work folder points nowhere once installed elsewhere."""
+    recipe = PARITY / "undeclared-leak"
+    deps = empty_channel(tmp_path / "deps")
+    if engine == "conda-build":
+        plain = plain_conda_build(recipe, tmp_path / "plain", [str(deps)], tmp_path / "croot")
+    else:
+        plain = plain_rattler_build(recipe, tmp_path / "plain", [str(deps)])
+    assert plain.outcome == BUILT
+    ours = condapipe_build(recipe, engine, tmp_path / "channel", tmp_path / "work", [str(deps)])
+    assert ours.outcome == FAILED and not ours.packages
+    error = json.loads((tmp_path / "work" / "report.json").read_text())["error"]
+    assert "parity_demo-1.0.dist-info/direct_url.json: mentions the build machine path" in error
+    assert "rm $SP_DIR/*.dist-info/direct_url.json" in error
+    assert "conda-build: build/ignore_prefix_files; rattler-build: build/prefix_detection/ignore" in error
+    assert "\n" not in error
