@@ -35,6 +35,7 @@ EXPECTED = {
     "variant-config": BUILT,  # conda_build_config.yaml next to the recipe, with a [linux] selector
     "declared-leak": BUILT,  # a pip-style direct_url.json naming the work dir, declared intended
     "binary-placeholder": BUILT,  # a prefix the recipe asked to be replaced in binary mode
+    "merged-envs": BUILT,  # one prefix for build and host: the script checks $BUILD_PREFIX is $PREFIX
 }
 pytestmark = pytest.mark.slow
 
@@ -130,3 +131,48 @@ def test_an_undeclared_build_path_is_refused_in_one_line_saying_what_to_do(
     assert "rm $SP_DIR/*.dist-info/direct_url.json" in error
     assert "conda-build: build/ignore_prefix_files; rattler-build: build/prefix_detection/ignore" in error
     assert "\n" not in error
+
+
+def _info_texts(pkg: Path) -> dict[str, bytes]:
+    """Every info/ member of a .conda, by name."""
+    import tarfile
+    import zipfile
+
+    import zstandard
+
+    found: dict[str, bytes] = {}
+    with zipfile.ZipFile(pkg) as zf:
+        (name,) = [n for n in zf.namelist() if n.startswith("info-")]
+        reader = zstandard.ZstdDecompressor().stream_reader(zf.open(name))
+        with tarfile.open(fileobj=reader, mode="r|") as tar:
+            for member in tar:
+                if member.isfile():
+                    found[member.name] = tar.extractfile(member).read()  # type: ignore[union-attr]
+    return found
+
+
+@pytest.mark.parametrize("engine", ["rattler-build", "conda-build"])
+def test_a_published_package_records_no_path_of_condapipes_work_dir(
+    engine: str, real_conda: Path, tmp_path: Path
+) -> None:
+    """The engine searched a staging channel inside the work dir and built in scratch folders there;
+    the published package names the user's channel only, and the level its file has."""
+    from condapipe.package.io import DEFAULT_ZSTD_LEVEL
+
+    work = tmp_path / "work"
+    deps = empty_channel(tmp_path / "deps")
+    ours = condapipe_build(PARITY / "variant-config", engine, tmp_path / "channel", work, [str(deps)])
+    assert ours.outcome == BUILT, ours.why
+    (pkg,) = (tmp_path / "channel").glob("*/*.conda")
+    info = _info_texts(pkg)
+    leaks = [name for name, data in info.items() if str(work.resolve()).encode() in data]
+    # info/paths.json's prefix placeholder is the one exception: conda rewrites it at install
+    assert [n for n in leaks if n != "info/paths.json"] == []
+    channels = json.loads(info["info/about.json"])["channels"]
+    assert [c.rstrip("/") for c in channels] == [
+        (tmp_path / "channel").resolve().as_uri(),
+        deps.resolve().as_uri(),
+    ]
+    rendered = info.get("info/recipe/rendered_recipe.yaml", b"").decode()
+    if engine == "rattler-build":
+        assert f"compression_level: {DEFAULT_ZSTD_LEVEL}" in rendered

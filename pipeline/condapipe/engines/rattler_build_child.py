@@ -111,6 +111,9 @@ def build(request: dict[str, Any]) -> None:
                 skipped.append(f"{name} ({_variant_text(dict(variant.variant))})")
                 send("log", text=f"skipping {name}: build/skip holds for {dict(variant.variant)}")
                 continue
+            if (variant.recipe.to_dict().get("build") or {}).get("merge_build_and_host_envs"):
+                built.extend(build_merged(request))
+                continue
             result = variant.run_build(
                 tool_config=tool_config,
                 output_dir=Path(request["output_dir"]),
@@ -124,6 +127,36 @@ def build(request: dict[str, Any]) -> None:
         send("failed", message=str(exc))
         return
     send("built", packages=built, skipped=skipped)
+
+
+def build_merged(request: dict[str, Any]) -> list[str]:
+    """A variant with `merge_build_and_host_envs: true`, built through rattler-build's own build
+    pipeline: py-rattler-build's run_build sets its folders up without the merge (BUILD_PREFIX
+    stays a separate build_env, which such a recipe's script rightly refuses). That pipeline builds
+    the recipe's variants itself; the packages are the ones it leaves in the output folder."""
+    import warnings
+
+    from rattler_build.cli_api import build_recipes
+
+    out = Path(request["output_dir"])
+    before = {str(p) for p in out.glob("*/*.conda")} | {str(p) for p in out.glob("*/*.tar.bz2")}
+    send("log", text="merge_build_and_host_envs: building with rattler-build's build pipeline")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        build_recipes(
+            [request["recipe"]],
+            output_dir=out,
+            channel=list(request["channels"]),
+            variant_config=[request["variants"]] if request["variants"] else None,
+            variant_overrides={"python": list(request["pythons"])} if request["pythons"] else None,
+            target_platform=request["target_platform"],
+            test="native" if request["run_tests"] else "skip",
+            package_format=request["package_format"],
+            no_build_id=True,
+            skip_existing="local",
+        )
+    after = {str(p) for p in out.glob("*/*.conda")} | {str(p) for p in out.glob("*/*.tar.bz2")}
+    return sorted(after - before)
 
 
 def main() -> int:

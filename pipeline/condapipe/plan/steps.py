@@ -179,6 +179,7 @@ def fix_action(build_step: str, family: str | None, options: PlanOptions) -> Act
                 output_dir=ctx.step_dir / pkg.parent.name,
                 draft=draft,
                 keep_tree=True,  # the verify step reads it instead of unpacking the package again
+                records_work_dir=options.work_dir,  # the package never names condapipe's work dir
             )
             changed = len(report.changed)
             phases = ", ".join(f"{k} {v:.1f} s" for k, v in report.timings.items())
