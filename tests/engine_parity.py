@@ -91,15 +91,18 @@ _PLAIN_RATTLER = textwrap.dedent(
     from rattler_build.cli_api import build_recipes
     request = json.loads(sys.argv[1])
     build_recipes([request["recipe"]], output_dir=request["out"], channel=request["channels"],
-                  test="native", no_build_id=True)
+                  test="native", no_build_id=True, variant_config=request["variant_files"] or None)
     os._exit(0)
     """
 )
 
 
-def plain_rattler_build(recipe_dir: Path, out: Path, channels: list[str], timeout: int = 900) -> Outcome:
-    """`rattler-build build --recipe DIR` (py-rattler-build's CLI pipeline) into `out`."""
+def plain_rattler_build(
+    recipe_dir: Path, out: Path, channels: list[str], timeout: int = 900, variant_files: tuple[Path, ...] = ()
+) -> Outcome:
+    """`rattler-build build --recipe DIR [-m FILE]` (py-rattler-build's CLI pipeline) into `out`."""
     request = {"recipe": str(recipe_dir / "recipe.yaml"), "out": str(out), "channels": channels}
+    request["variant_files"] = [str(f) for f in variant_files]
     proc = subprocess.run(
         [sys.executable, "-c", _PLAIN_RATTLER, json.dumps(request)],
         capture_output=True, text=True, timeout=timeout, check=False,
@@ -108,10 +111,16 @@ def plain_rattler_build(recipe_dir: Path, out: Path, channels: list[str], timeou
 
 
 def plain_conda_build(
-    recipe_dir: Path, out: Path, channels: list[str], croot: Path, timeout: int = 900
+    recipe_dir: Path,
+    out: Path,
+    channels: list[str],
+    croot: Path,
+    timeout: int = 900,
+    variant_files: tuple[Path, ...] = (),
 ) -> Outcome:
-    """`conda build DIR` with the `real_conda` fixture's conda, into `out`."""
+    """`conda build DIR [-m FILE]` with the `real_conda` fixture's conda, into `out`."""
     argv = ["conda", "build", str(recipe_dir), "--output-folder", str(out), "--croot", str(croot)]
+    argv += [arg for f in variant_files for arg in ("-m", str(f))]
     argv += [arg for c in [str(out), *channels] for arg in ("-c", c)]
     argv += ["--override-channels", "--no-anaconda-upload", "--package-format", "conda"]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
@@ -119,10 +128,17 @@ def plain_conda_build(
 
 
 def condapipe_build(
-    recipe_dir: Path, engine: str, channel: Path, work: Path, channels: list[str], timeout: int = 900
+    recipe_dir: Path,
+    engine: str,
+    channel: Path,
+    work: Path,
+    channels: list[str],
+    timeout: int = 900,
+    variant_files: tuple[Path, ...] = (),
 ) -> Outcome:
-    """`condapipe build DIR --engine ENGINE` into `channel` (what it publishes is what counts)."""
+    """`condapipe build DIR --engine ENGINE [-m FILE]` into `channel` (what it publishes counts)."""
     argv = [str(Path(sys.executable).parent / "condapipe"), "build", str(recipe_dir), "--engine", engine]
+    argv += [arg for f in variant_files for arg in ("-m", str(f))]
     argv += ["--output-dir", str(channel), "--work-dir", str(work), "--offline", "--json"]
     argv += [arg for c in channels for arg in ("-c", c)]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)

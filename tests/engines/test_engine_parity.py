@@ -176,3 +176,25 @@ def test_a_published_package_records_no_path_of_condapipes_work_dir(
     rendered = info.get("info/recipe/rendered_recipe.yaml", b"").decode()
     if engine == "rattler-build":
         assert f"compression_level: {DEFAULT_ZSTD_LEVEL}" in rendered
+
+
+@pytest.mark.parametrize("engine", ["rattler-build", "conda-build"])
+def test_a_variant_file_given_with_m_reaches_the_engine_as_it_is(
+    engine: str, real_conda: Path, tmp_path: Path
+) -> None:
+    """`-m FILE` on a recipe directory is the engine's -m: read after the recipe's own variant
+    file, keys condapipe has no flag for included (a family's -m becomes spec flags instead)."""
+    override = tmp_path / "override.yaml"
+    override.write_text("parity_flavor:\n  - otter\nan_unrelated_key:\n  - 1\n")
+    recipe, deps = PARITY / "variant-config", [str(empty_channel(tmp_path / "deps"))]
+    if engine == "conda-build":
+        plain = plain_conda_build(
+            recipe, tmp_path / "plain", deps, tmp_path / "croot", variant_files=(override,)
+        )
+    else:
+        plain = plain_rattler_build(recipe, tmp_path / "plain", deps, variant_files=(override,))
+    ours = condapipe_build(
+        recipe, engine, tmp_path / "channel", tmp_path / "work", deps, variant_files=(override,)
+    )
+    assert ours.outcome == plain.outcome == BUILT, ours.why
+    assert sorted(ours.packages) == sorted(plain.packages) == ["parity-variant-config-1.0-otter_0.conda"]

@@ -40,6 +40,8 @@ class BuildOptions:
     compression_level: int | None = None
     run_tests: bool = True
     target_platform: str | None = None
+    # -m files: read after the recipe's own variant file (a later key replaces an earlier one)
+    variant_files: tuple[Path, ...] = ()
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     # Where build output goes as it happens (the CLI's console); None: only the log file.
     echo: LineSink | None = field(default=None, compare=False, repr=False)

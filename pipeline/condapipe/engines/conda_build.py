@@ -178,6 +178,8 @@ class CondaBuildEngine:
         variant_file = recipe_dir / "conda_build_config.yaml"
         if variant_file.exists():
             args += ["-m", str(variant_file)]
+        for extra in options.variant_files:
+            args += ["-m", str(extra)]
         if len(options.pythons) > 1:  # after the recipe's file: its python key is replaced, as --python does
             args += ["-m", str(python_variant_file(options))]
         if options.target_platform:

@@ -90,7 +90,8 @@ class RattlerBuildEngine:
         variants = recipe_variant_file(recipe_dir)
         return [
             f"rattler-build: build {recipe_dir / V1_RECIPE}"
-            + (f" with variants {variants}" if variants else ""),
+            + (f" with variants {variants}" if variants else "")
+            + "".join(f", -m {f}" for f in options.variant_files),
             f"channels: {', '.join(self.channels(options))}",
             f"package format: {package_format_arg(options)}",
             f"tests: {'run in a fresh environment' if options.run_tests else 'skipped'}",
@@ -107,6 +108,7 @@ class RattlerBuildEngine:
             "recipe": str(recipe_path.resolve()),
             "shown_recipe": str(recipe_path),
             "variants": str(variants.resolve()) if variants else None,
+            "variant_files": [str(f) for f in options.variant_files],
             "pythons": list(options.pythons),
             "target_platform": options.target_platform,
             "run_tests": options.run_tests,

@@ -82,11 +82,13 @@ def build(request: dict[str, Any]) -> None:
         send("usage", message=f"cannot parse {request['shown_recipe']}: {engine_message(str(exc))}")
         return
     variant_config = rb.VariantConfig()
-    if request["variants"]:
+    for file in [request["variants"], *request.get("variant_files", [])]:
+        if not file:
+            continue
         try:
-            variant_config = load_variant_config(Path(request["variants"]), request["target_platform"])
+            variant_config = variant_config.merge(load_variant_config(Path(file), request["target_platform"]))
         except rb.RattlerBuildError as exc:
-            send("usage", message=f"cannot parse {request['variants']}: {engine_message(str(exc))}")
+            send("usage", message=f"cannot parse {file}: {engine_message(str(exc))}")
             return
     if request["pythons"]:
         variant_config = variant_config.merge(rb.VariantConfig({"python": list(request["pythons"])}))
@@ -147,7 +149,7 @@ def build_merged(request: dict[str, Any]) -> list[str]:
             [request["recipe"]],
             output_dir=out,
             channel=list(request["channels"]),
-            variant_config=[request["variants"]] if request["variants"] else None,
+            variant_config=[f for f in [request["variants"], *request.get("variant_files", [])] if f] or None,
             variant_overrides={"python": list(request["pythons"])} if request["pythons"] else None,
             target_platform=request["target_platform"],
             test="native" if request["run_tests"] else "skip",

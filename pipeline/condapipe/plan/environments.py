@@ -157,13 +157,16 @@ def _render_job(job: Job, build_platform: str, run_tests: bool, scratch: Path) -
         variant_file = recipe_variant_file(recipe_dir)
         try:
             recipe = rb.Stage0Recipe.from_file(recipe_dir / V1_RECIPE)
-            variants = rb.VariantConfig()
-            if variant_file is not None:
-                variants = load_variant_config(variant_file, job.platform)
         except rb.RattlerBuildError as exc:
-            bad_file = variant_file if variant_file is not None and "variant" in str(exc) else None
-            shown = recipe_dir / (bad_file.name if bad_file else V1_RECIPE)
-            raise UsageError(f"cannot parse {shown}: {engine_message(str(exc))}") from None
+            raise UsageError(f"cannot parse {recipe_dir / V1_RECIPE}: {engine_message(str(exc))}") from None
+        variants = rb.VariantConfig()
+        for file in [variant_file, *job.variant_files]:
+            if file is None:
+                continue
+            try:
+                variants = variants.merge(load_variant_config(file, job.platform))
+            except rb.RattlerBuildError as exc:
+                raise UsageError(f"cannot parse {file}: {engine_message(str(exc))}") from None
         if job.pythons:
             variants = variants.merge(rb.VariantConfig({"python": list(job.pythons)}))
     target = job.platform or build_platform

@@ -84,6 +84,7 @@ def build_action(job: Job, options: PlanOptions) -> Action:
             # gets published), so a failure only after fix points at the fixer.
             run_tests=options.run_tests,
             target_platform=job.platform,
+            variant_files=job.variant_files,
             override_channels=options.override_channels,
             env=tuple(sorted(build_env(job, options).items())),
             echo=options.echo,
