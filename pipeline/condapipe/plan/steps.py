@@ -274,11 +274,11 @@ def test_action(fix_step: str, options: PlanOptions) -> Action:
         ensure_channel(options.output_dir)  # an unindexed local channel makes rattler-build's test fail
         packages = _packages(ctx, fix_step)
         channels = [str(options.output_dir.resolve()), *options.engine_channels()]
-        if len(packages) > 1:
+        tested = {pkg: rattler_build.Package.from_file(str(pkg)) for pkg in packages}
+        if len(packages) > 1 or any(not package.test_count for package in tested.values()):
             channels.insert(0, str(sibling_channel(ctx, packages)))
         results = {}
-        for pkg in packages:
-            package = rattler_build.Package.from_file(str(pkg))
+        for pkg, package in tested.items():
             if not package.test_count:
                 results[pkg.name] = _run_conda_build_tests(ctx, pkg, channels)
                 continue
@@ -321,44 +321,14 @@ def sibling_channel(ctx: StepContext, packages: list[Path]) -> Path:
     return channel.resolve()
 
 
-# The test scripts conda-build writes into a package's info/test/ (conda_build/create_test.py:
-# test/commands go into run_test.sh, test/imports into run_test.py; test/requires into
-# test_time_dependencies.json), which rattler-build's Package API does not count.
-CONDA_BUILD_TEST_SCRIPTS = ("run_test.sh", "run_test.py", "run_test.pl", "run_test.lua", "run_test.r")
-
-
 def _run_conda_build_tests(ctx: StepContext, pkg: Path, channels: list[str]) -> str:
-    """Run a conda-build (v0) package's info/test/ scripts in a fresh env, as `conda build --test`
-    does; rattler-build's test runner executes them (its legacy-test path)."""
-    import json
-    import warnings
+    """Run a conda-build (v0) package's info/test/ scripts in a fresh env with conda-build's test
+    variables, as `conda build --test` does (condapipe.plan.conda_build_tests); the package itself
+    comes from this step's channel of the recipe's outputs."""
+    from condapipe.plan.conda_build_tests import run_conda_build_tests
 
-    import rattler_build
-    from rattler_build.cli_api import test_package
-
-    from condapipe.package.io import info_names, read_info_file
-
-    names = info_names(pkg, "info/test/")
-    scripts = [n.rsplit("/", 1)[1] for n in names if n.rsplit("/", 1)[1] in CONDA_BUILD_TEST_SCRIPTS]
-    if not scripts:
-        ctx.log.write(f"{pkg.name}: the package carries no tests")
-        return "no tests"
-    ctx.log.write(f"{pkg.name}: conda-build tests in info/test: {', '.join(scripts)}")
-    try:
-        with warnings.catch_warnings():  # the package-file entry point is the one that runs info/test
-            warnings.simplefilter("ignore", DeprecationWarning)
-            test_package(str(pkg), channel=channels)
-    except rattler_build.RattlerBuildError as exc:
-        ctx.log.write(str(exc))
-        why = str(exc).splitlines()[0] if str(exc) else "error"
-        if "setup test environment" in why and "info/test/test_time_dependencies.json" in names:
-            requires = json.loads(read_info_file(pkg, "info/test/test_time_dependencies.json"))
-            why += f" (test requires {', '.join(map(str, requires))}: in none of the channels?)"
-        raise BuildFailed(
-            f"conda-build tests ({', '.join(scripts)}) of {pkg.name} failed: {why}",
-            log_path=str(ctx.log.path),
-        ) from None
-    return f"{len(scripts)} passed"
+    scratch = ctx.step_dir / "conda-build-tests" / pkg.name
+    return run_conda_build_tests(pkg, channels, scratch, ctx.work_dir / "test-pkgs", ctx.log.write)
 
 
 def publish_action(fix_step: str, options: PlanOptions) -> Action:
