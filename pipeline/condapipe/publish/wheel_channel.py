@@ -37,6 +37,7 @@ from condapipe.buildspec.tables import pypi_conda_names, wheel_dev_links
 from condapipe.errors import EnvironmentProblem, UsageError
 from condapipe.package.conda_writer import PREFIX_PLACEHOLDER, PackageFile, index_json, write_conda
 from condapipe.publish.channel import index_channel
+from condapipe.publish.wheel_bytecode import bytecode_files
 
 PYTHON_BUILD = "machine_venv_0"
 _MAX_WHEEL_BYTES = 4 << 30  # mkl 2023.1's wheel expands to about 1 GB
@@ -287,6 +288,8 @@ def wheel_package(path: Path, target: TargetPython) -> WheelPackage:
         files.setdefault(rel, PackageFile(rel, _launcher(module, attr), True, has_prefix=True))
     installer = f"{target.site_packages}/{dist_info}/INSTALLER"
     files[installer] = PackageFile(installer, b"conda\n")
+    for pyc in bytecode_files(files, target.site_packages, target.short):  # as pip would compile them
+        files[pyc.path] = pyc
     depends = [target.dependency]
     for line in meta.get_all("Requires-Dist") or ():
         dep = conda_dependency(line, target)
