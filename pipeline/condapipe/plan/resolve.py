@@ -326,13 +326,14 @@ def resolve_plan(
             ]
             planned = PlannedPackages(earlier)
             sources: list[Any] = ([planned] if planned else []) + [rattler.Channel(c) for c in usable]
-            names = {spec_name(s) for s in env.specs}
+            # a virtual package (__unix, __glibc) is this machine's, never a channel's: the solver has it
+            names = {spec_name(s) for s in env.specs if not spec_name(s).startswith("__")}
             try:
                 have = await _available_names(gw, sources, env.platform, names) if sources else set()
             except GatewayError as exc:
                 conflicts.append((f"{env.job} ({env.kind})", str(exc).splitlines()[0]))
                 continue
-            absent = [s for s in env.specs if spec_name(s) not in have]
+            absent = [s for s in env.specs if spec_name(s) in names and spec_name(s) not in have]
             for spec in absent:
                 name = spec_name(spec)
                 entry = missing.get(name)
