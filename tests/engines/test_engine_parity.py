@@ -37,6 +37,7 @@ EXPECTED = {
     "binary-placeholder": BUILT,  # a prefix the recipe asked to be replaced in binary mode
     "merged-envs": BUILT,  # one prefix for build and host: the script checks $BUILD_PREFIX is $PREFIX
     "virtual-package": BUILT,  # __unix, a run requirement and a variants.yaml key (recipe.yaml only)
+    "test-variables": BUILT,  # run_test.py reads conda-build's test variables (meta.yaml only)
 }
 pytestmark = pytest.mark.slow
 
@@ -51,7 +52,21 @@ def _compare(plain, ours, recipe: str) -> None:
         assert ours.packages[name] == contents, name
 
 
-@pytest.mark.parametrize("recipe", sorted(EXPECTED))
+@pytest.fixture(scope="module")
+def python_channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A local channel with `python` (this CPython as a venv, `condapipe wheels`) and pip (conda
+    adds it to python's dependencies; the wheel this CPython bundles): a python test, offline."""
+    import ensurepip
+
+    channel = tmp_path_factory.mktemp("python-channel")
+    pip = sorted((Path(ensurepip.__file__).parent / "_bundled").glob("pip-*.whl"))[-1:]
+    argv = [str(Path(sys.executable).parent / "condapipe"), "wheels", *map(str, pip), "--to", str(channel)]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return channel
+
+
+@pytest.mark.parametrize("recipe", sorted(r for r in EXPECTED if (PARITY / r / "recipe.yaml").is_file()))
 def test_rattler_build_recipes_come_out_as_the_plain_engine_makes_them(recipe: str, tmp_path: Path) -> None:
     deps = empty_channel(tmp_path / "deps")
     plain = plain_rattler_build(PARITY / recipe, tmp_path / "plain", [str(deps)])
@@ -63,9 +78,9 @@ def test_rattler_build_recipes_come_out_as_the_plain_engine_makes_them(recipe: s
 
 @pytest.mark.parametrize("recipe", sorted(r for r in EXPECTED if (PARITY / r / "meta.yaml").is_file()))
 def test_conda_build_recipes_come_out_as_the_plain_engine_makes_them(
-    recipe: str, real_conda: Path, tmp_path: Path
+    recipe: str, real_conda: Path, python_channel: Path, tmp_path: Path
 ) -> None:
-    deps = empty_channel(tmp_path / "deps")
+    deps = python_channel if recipe == "test-variables" else empty_channel(tmp_path / "deps")
     plain = plain_conda_build(PARITY / recipe, tmp_path / "plain", [str(deps)], tmp_path / "croot")
     ours = condapipe_build(
         PARITY / recipe, "conda-build", tmp_path / "channel", tmp_path / "work", [str(deps)]

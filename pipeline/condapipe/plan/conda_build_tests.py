@@ -29,6 +29,8 @@ RUNNERS: dict[str, tuple[str, ...]] = {
     "run_test.lua": ("lua",),
     "run_test.r": ("Rscript",),
 }
+# The interpreter conda-build adds to the test env for a script of that kind (conda_build/build.py).
+INTERPRETERS = {"run_test.py": "python", "run_test.pl": "perl", "run_test.lua": "lua", "run_test.r": "r-base"}
 DEPENDENCIES = "info/test/test_time_dependencies.json"
 TAIL_LINES = 6  # lines of a failed script's output quoted in the error
 
@@ -171,6 +173,8 @@ def run_conda_build_tests(
     requires: list[str] = []
     if (where.test_dir / "test_time_dependencies.json").is_file():
         requires = [str(r) for r in json.loads(read_info_file(pkg, DEPENDENCIES))]
+    named = {r.split()[0] for r in requires if r.strip()}
+    requires += [INTERPRETERS[s] for s in scripts if s in INTERPRETERS and INTERPRETERS[s] not in named]
     asked = ", ".join(requires) or "nothing"
     write(f"{pkg.name}: conda-build tests {', '.join(scripts)}; test requires {asked}")
     try:
@@ -182,5 +186,6 @@ def run_conda_build_tests(
             f"(test requires {', '.join(requires) or 'nothing'}; channels {', '.join(channels)}): {why}"
         ) from None
     env = {**os.environ, **build_variables(read_index(pkg), installed, where.prefix)}
+    env["SRC_DIR"] = str(where.test_dir)  # where conda-build puts test/source_files for the test
     run_scripts(pkg, scripts, where, env, write)
     return f"{len(scripts)} passed"
