@@ -33,6 +33,7 @@ RUNNERS: dict[str, tuple[str, ...]] = {
 INTERPRETERS = {"run_test.py": "python", "run_test.pl": "perl", "run_test.lua": "lua", "run_test.r": "r-base"}
 DEPENDENCIES = "info/test/test_time_dependencies.json"
 TAIL_LINES = 6  # lines of a failed script's output quoted in the error
+PREFIX_LENGTH = 255  # conda-build's prefix_length: the test prefix is padded to it
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,13 @@ class TestRun:
 
     prefix: Path
     test_dir: Path
+
+
+def test_prefix(scratch: Path) -> Path:
+    """The test env's folder named as conda-build names it (config.test_prefix): `_test_env` padded
+    with `_placehold` up to a 255-character path, so a test that checks its prefix sees one."""
+    base = str(scratch / "_test_env")
+    return Path(base + ("_placehold" * 26)[: max(PREFIX_LENGTH - len(base), 0)])
 
 
 def _test_files(pkg: Path, into: Path) -> list[str]:
@@ -163,7 +171,7 @@ def run_conda_build_tests(
     the result for the report ("2 passed", "no tests"). Raises BuildFailed when one fails."""
     from condapipe.package.io import read_index, read_info_file
 
-    where = TestRun(prefix=scratch / "env", test_dir=scratch / "test")
+    where = TestRun(prefix=test_prefix(scratch), test_dir=scratch / "test")
     shutil.rmtree(scratch, ignore_errors=True)
     where.test_dir.mkdir(parents=True)
     scripts = _test_files(pkg, where.test_dir)
