@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""The full CLI fuzz campaign (issues 14 and 25): ≥ 5,000 generated invocations of every subcommand.
+"""The full CLI fuzz campaign (issues 14, 25 and 38): ≥ 5,000 generated invocations of every subcommand.
 
 Prints the invocations, the exit-code histogram and the count in each failure class (all must be
 0), plus the first failures. The same seed gives the same invocations. The fast slice of the same
 generator runs in CI (tests/cli/test_fuzz_cli.py). Issue 25 added generated workflows (every emitted
 run line is run under bash with hostile values), canary secrets, output paths, --force journals, the
 build-tool channel and source archives (tests/fuzz/round3.py) and the `secret` and `injection` classes.
+Issue 38 added hostile wheels, --source pre-scans, secrets in URL queries and fragments, files and
+numbers named by environment variables, and SIGINT/SIGTERM/SIGHUP sent to running commands and their
+process groups (tests/fuzz/round4.py) and the `interrupt` class.
 
     python3 scripts/fuzz_cli.py [--count 5000] [--seed 25] [--workers 0] [--timeout 30] [--keep DIR]
                                 [--report FILE]
@@ -57,6 +60,7 @@ def main() -> int:
     if args.report:
         args.report.write_text(json.dumps(report, indent=1) + "\n")
     print(f"seed {args.seed}: {report['invocations']} invocations in {time.monotonic() - start:.0f}s")
+    print(f"signals sent to running commands: {report['signals_sent']}")
     print(f"per command: {json.dumps(report['commands'])}")
     print(f"exit codes: {json.dumps(report['exit_codes'])}")
     print(f"failure classes: {json.dumps(report['failure_classes'])}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
@@ -81,6 +81,39 @@ def read_regular_bytes(path: Path, *, max_bytes: int = 64 << 20) -> bytes:
     if len(data) > max_bytes:
         raise UsageError(f"{path}: larger than {max_bytes >> 20} MiB")
     return data
+
+
+def read_head(path: Path, max_bytes: int) -> bytes | None:
+    """At most `max_bytes` of a file facts are read from (/proc/meminfo, a driver version file);
+    None when it is missing, unreadable or not a regular file: a device (/dev/zero, /dev/urandom)
+    or FIFO never ends, so it is never read."""
+    try:
+        with open_regular(path) as fh:
+            return fh.read(max_bytes)
+    except (UsageError, OSError):
+        return None
+
+
+def env_file(environ: Mapping[str, str], name: str, default: str) -> Path:
+    """The file environment variable `name` names instead of `default`, refused (UsageError) when
+    it exists and is not a regular file: reading /dev/zero or a FIFO would never end."""
+    value = environ.get(name)
+    if not value:
+        return Path(default)
+    if "\0" in value:
+        raise UsageError(f"${name}: the path contains a NUL byte")
+    path = Path(value)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return path  # missing: whoever reads it reports it missing
+    if not stat.S_ISREG(st.st_mode):
+        raise UsageError(f"${name}: {_short(value)} is not a regular file (a device, FIFO or folder)")
+    return path
+
+
+def _short(text: str) -> str:
+    return repr(text if len(text) <= 80 else text[:77] + "...")
 
 
 # Files condapipe never replaces with generated output, --force or not: the user's own config.

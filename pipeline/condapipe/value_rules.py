@@ -68,6 +68,24 @@ def check_label(value: str, what: str = "--label") -> str:
     return value
 
 
+_PACKAGE_PARTS = {
+    "package_name": "a conda package name (letters, digits, _ . -)",
+    "package_version": "a conda package version (letters, digits, _ . ! +)",
+    "package_build": "a conda build string (letters, digits, _ . +)",
+    "pypi_name": "a PyPI distribution name (letters, digits, _ . -)",
+}
+
+
+def check_package_part(kind: str, value: object, what: str) -> str:
+    """A name, version or build string read from a wheel, package or archive, checked before it
+    becomes part of a file name: `kind` is package_name, package_version, package_build or pypi_name."""
+    text = value if isinstance(value, str) else str(value)
+    if not _matches(kind, text):
+        limit = _rules()[kind]["max_length"]
+        raise UsageError(f"{what} {_shown(text)}: not {_PACKAGE_PARTS[kind]}, at most {limit} characters")
+    return text
+
+
 def parse_url(value: str, what: str) -> SplitResult:
     """`value` split as a URL, or a one-line UsageError (a broken `[` host, a bad port, a host
     label longer than DNS allows) — never Python's own ValueError."""
@@ -90,9 +108,18 @@ def parse_url(value: str, what: str) -> SplitResult:
 
 
 def refuse_url_credentials(parts: SplitResult, what: str, fix: str) -> None:
-    """A URL with a user name or password, or a conda `/t/TOKEN/` path, is refused with `fix`."""
-    if parts.username is not None or parts.password is not None:
+    """A URL that can carry a secret is refused with `fix`: a user name or password, a query
+    (`?password=…`, `?aws_secret_access_key=…`, `?token=…`) or fragment (`#…`), which nothing
+    condapipe sends a URL to needs, or a conda `/t/TOKEN/` path. The message names the part,
+    never its value."""
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
         raise UsageError(f"{what}: credentials do not belong in a URL; {fix}")
+    for part, mark in (("query", "?"), ("fragment", "#")):
+        if getattr(parts, part):
+            raise UsageError(
+                f"{what}: a URL with a {part} ({mark}…) is not taken: it can carry a secret and no store, "
+                f"channel or site condapipe talks to needs one; {fix}"
+            )
     segments = parts.path.split("/")
     token_mark = _rules()["token_path_segment"]
     if token_mark in segments[:-1] and segments.index(token_mark) < len(segments) - 1:
@@ -149,17 +176,28 @@ def check_env_entry(name: str, value: str, where: str) -> None:
             "condapipe runs in (sccache and AWS settings reach the build by name, their values never "
             "enter the recipe)"
         )
-    if "://" in value and "@" in value:
+    if "://" in value:
         try:
             parts = urlsplit(value)
             has_password = parts.password is not None
         except ValueError:
-            has_password = False
-        if has_password:
+            return
+        if has_password or _credential_in(parts.query) or _credential_in(parts.fragment):
             raise UsageError(
-                f"{where}: {name} holds a URL with a password; put the password in its own "
-                "environment variable (e.g. SCCACHE_REDIS_PASSWORD) and leave it out of the URL"
+                f"{where}: {name} holds a URL with a password or token (in its user part, query or "
+                "fragment); put it in its own environment variable (e.g. SCCACHE_REDIS_PASSWORD) "
+                "and leave it out of the URL"
             )
+
+
+_CREDENTIAL_WORDS = re.compile(r"pass|pwd|token|secret|key|sig|credential|auth", re.IGNORECASE)
+
+
+def _credential_in(part: str) -> bool:
+    """True when a query or fragment names a credential (`password=`, `X-Amz-Signature=`, `token`):
+    an environment value may rightly carry a plain query, never one of those."""
+    names = [field.split("=", 1)[0] for field in re.split(r"[&;]", part) if field]
+    return any(_CREDENTIAL_WORDS.search(name) for name in names)
 
 
 def without_credentials(value: str | None) -> str | None:

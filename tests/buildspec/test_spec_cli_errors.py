@@ -101,7 +101,11 @@ def test_warnings_go_to_stderr_one_line_each_and_the_spec_still_prints(tmp_path,
     )
     assert result.exit_code == 0
     assert result.stderr.splitlines() == [
+        "chose arch 3.7+PTX;5.0;6.0;6.1;7.0;7.5;8.0: pytorch's default list for CUDA 11.0; "
+        "5.2 5.3 run 5.0's code, 6.2 run 6.1's code, 7.2 run 7.0's code, "
+        "8.6 8.7 8.8 8.9 run 8.0's code (--arch to change)",
+        "chose cudnn 8.0.5: the CUDA table's cuDNN for CUDA 11.0 (--cudnn to change)",
         "warning: pytorch 1.8.0 was not released upstream for CUDA 11.0 (upstream: 10.1 10.2 11.1); "
-        "building it anyway"
+        "building it anyway",
     ]
     assert "3.7+PTX;5.0;6.0;6.1;7.0;7.5;8.0" in result.stdout

@@ -35,9 +35,13 @@ def test_webp_is_read_from_0_20_on() -> None:
 
 def test_an_unpaired_pytorch_release_is_refused_with_the_paired_ones() -> None:
     with pytest.raises(
-        UsageError, match=r"no torchvision release pairs with pytorch 1\.8\.0; paired releases: 1\.13\.0"
+        UsageError,
+        match=r"no torchvision release pairs with pytorch 1\.8\.0 \(torchvision\.yaml pairs 1\.13\.0 … "
+        r"2\.11\.0\); the nearest that does: --version 1\.13\.0",
     ):
         tables.torchvision_for_torch("1.8.0")
+    with pytest.raises(UsageError, match=r"the nearest that does: --version 2\.11\.0$"):
+        tables.torchvision_for_torch("2.15.0")
 
 
 def test_unknown_or_missing_torchvision_version_lists_the_valid_ones() -> None:

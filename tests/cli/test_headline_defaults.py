@@ -63,7 +63,13 @@ def test_build_pytorch_with_only_a_cuda_says_what_it_chose_and_why(tmp_path: Pat
         "condapipe's tables (they start at 1.8.0); the oldest release in them (--version to change)"
     )
     assert lines[1].startswith("chose python 3.9: newest Python pytorch 1.8.0 supports (this interpreter's ")
-    assert lines[2].startswith("warning: pytorch 1.8.0 was not released upstream for CUDA 11.0")
+    assert lines[2] == (
+        "chose arch 3.7+PTX;5.0;6.0;6.1;7.0;7.5;8.0: pytorch's default list for CUDA 11.0; "
+        "5.2 5.3 run 5.0's code, 6.2 run 6.1's code, 7.2 run 7.0's code, "
+        "8.6 8.7 8.8 8.9 run 8.0's code (--arch to change)"
+    )
+    assert lines[3] == "chose cudnn 8.0.5: the CUDA table's cuDNN for CUDA 11.0 (--cudnn to change)"
+    assert lines[4].startswith("warning: pytorch 1.8.0 was not released upstream for CUDA 11.0")
     plan = json.loads(result.stdout)
     assert [s["id"] for s in plan["steps"]][-1] == "publish:pytorch-1.8.0-py3.9-cuda11.0"
     assert result.exit_code == (0 if plan["doctor"]["ok"] else 3)
@@ -95,7 +101,8 @@ def test_explicit_flags_choose_nothing_and_the_spec_warning_shows_in_build_docto
     flags = ["pytorch", "--version", "1.8.0", "--python", "3.8", "--cuda", "11.0"]
     for command in (["build", *flags, "--dry-run"], ["doctor", *flags], ["config", "show", *flags]):
         result = cli(tmp_path, *command)
-        assert "chose " not in result.stderr, command
+        chosen = [line.split()[1] for line in result.stderr.splitlines() if line.startswith("chose ")]
+        assert chosen == ["arch", "cudnn"], command  # the version, Python and CUDA were given
         assert "warning: pytorch 1.8.0 was not released upstream for CUDA 11.0" in result.stderr, command
 
 
@@ -105,7 +112,7 @@ def test_the_config_file_wins_over_the_defaults(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["spec"]["version"] == "2.4.1"
-    assert [c["key"] for c in data["chosen"]] == ["python"]
+    assert [c["key"] for c in data["chosen"]] == ["python", "arch", "cudnn"]
 
 
 # ---------------------------------------------------------------- build magma

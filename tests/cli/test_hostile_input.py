@@ -134,7 +134,7 @@ def test_renamed_conda_and_clean_packages_read_and_fix_round_trips_through_verif
 @pytest.mark.parametrize(
     ("kind", "says"),
     [
-        ("index-evil-name", "name '../../x' is not a valid conda name"),
+        ("index-evil-name", "name '../../x': not a conda package name"),  # value_rules' wording
         ("index-evil-subdir", "subdir '../../..' is not a platform subdir"),
         ("bad-index-json", "info/index.json is not valid JSON"),
         ("paths-escape", "'../../../secret'"),
@@ -207,7 +207,8 @@ def test_render_force_never_replaces_the_current_directory_its_parents_or_home(
     for target in (".", str(work), "..", str(tmp_path / "home"), "sub/..", "/", ""):
         result = CliRunner().invoke(main, [*base, target])
         assert result.exit_code == 2, (target, result.output)
-        assert len(result.stderr.strip().splitlines()) == 1
+        errors = [x for x in result.stderr.strip().splitlines() if not x.startswith("chose ")]
+        assert len(errors) == 1
     assert (work / "keep.txt").read_text() == "mine\n" and (tmp_path / "home" / ".bashrc").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["home", "work"]  # no ..old-XXXX beside it
 

@@ -77,7 +77,7 @@ def _build(project: Path, recipe: Path) -> subprocess.Popen[str]:
         start_new_session=True,  # its own process group, as a shell gives a foreground job
         # a terminal's foreground job gets SIGINT's default action even when this test runs where
         # SIGINT is ignored (a job a non-interactive shell put in the background inherits SIG_IGN)
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT, signal.SIGHUP)],
     )
 
 
@@ -90,8 +90,22 @@ def _leftovers(project: Path) -> list[str]:
 
 @pytest.mark.parametrize(
     ("signame", "to_group"),
-    [("SIGINT", False), ("SIGTERM", False), ("SIGINT", True)],
-    ids=["sigint-to-condapipe", "sigterm-to-condapipe", "ctrl-c-to-the-terminal-group"],
+    [
+        ("SIGINT", False),
+        ("SIGTERM", False),
+        ("SIGINT", True),
+        ("SIGHUP", False),
+        ("SIGHUP", True),
+        ("SIGTERM", True),
+    ],
+    ids=[
+        "sigint-to-condapipe",
+        "sigterm-to-condapipe",
+        "ctrl-c-to-the-terminal-group",
+        "sighup-to-condapipe",
+        "hang-up-to-the-terminal-group",
+        "sigterm-to-the-group",
+    ],
 )
 def test_a_signal_mid_build_stops_it_in_one_line_and_a_rerun_finishes(
     tmp_path: Path, signame: str, to_group: bool
@@ -102,7 +116,7 @@ def test_a_signal_mid_build_stops_it_in_one_line_and_a_rerun_finishes(
     seconds = tmp_path / "sleep-seconds"
     seconds.write_text("120")
     recipe = _recipe(tmp_path, pid_file, seconds)
-    proc = _build(project, recipe)
+    proc = _build(project, recipe)  # a terminal job: SIGINT and SIGHUP at their defaults
     deadline = time.monotonic() + 120
     while not pid_file.exists() or not pid_file.read_text().strip():
         assert proc.poll() is None, proc.communicate()
@@ -131,6 +145,7 @@ def test_a_signal_mid_build_stops_it_in_one_line_and_a_rerun_finishes(
     assert not _alive(engines[0]), "the engine's process kept running"
     assert not list(project.glob("channel/**/*.conda"))
     assert _leftovers(project) == []
+    assert not (project / ".condapipe" / "rattler-build" / "sleepy").exists()  # no scratch once stopped
 
     seconds.write_text("0")
     rerun = subprocess.run(

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from channel_helpers import closed_port_url
 
-from fuzz import archives, round3
+from fuzz import archives, round3, round4
 from fuzz.case import CANARY, Case
 
 CLASSES = (
@@ -48,6 +48,7 @@ CLASSES = (
     "json",
     "secret",
     "injection",
+    "interrupt",
 )
 LEFTOVER_MARKS = (".tmp", ".old-", ".condapipe-fix-", ".condapipe-verify-", ".part")
 
@@ -71,6 +72,7 @@ class Result:
     classes: list[str] = field(default_factory=list)
     detail: str = ""
     seconds: float = 0.0
+    signalled: bool = False
 
 
 # -- the cases ---------------------------------------------------------------------------------
@@ -246,8 +248,11 @@ def flags_case(rng: random.Random) -> Case:
         flag = rng.choice(SPEC_FLAGS)
         argv += [flag, rng.choice(ODD)]
     if command == "render":
-        argv += ["-o", rng.choice(["out", "out", ".", "..", "", "../outside", "home"])]
-        if rng.random() < 0.4:
+        target = rng.choice(["out", "out", ".", "..", "", "../outside", "home"])
+        argv += ["-o", target]
+        # --force replaces the folder the user names: onto ../outside (the sentinel beside the
+        # sandbox) that is the user's own request, not an escape; without it, a refusal
+        if rng.random() < 0.4 and target != "../outside":
             argv.append("--force")
     if command == "build":
         argv.append("--dry-run")
@@ -378,6 +383,7 @@ GENERATORS: tuple[tuple[Callable[[random.Random], Case], int], ...] = (
     (destination_case, 10),
     (patches_case, 5),
     *round3.GENERATORS,  # issue 25: workflows, secrets, output paths, journals, tool channel, sources
+    *round4.GENERATORS,  # issue 38: wheels, pre-scans, URL parts, environment files, signals
 )
 
 
@@ -402,6 +408,7 @@ def build_fixtures(fixtures: Path, escape: Path) -> None:
             if not out.exists():
                 archives.build(kind, fmt, out, escape)
     round3.build_sources(fixtures)
+    round4.build_fixtures(fixtures)
 
 
 def _tree_digest(path: Path) -> str:
@@ -436,15 +443,24 @@ def _prepare(root: Path, n: int, case: Case, fixtures: Path) -> Path:
     return box
 
 
-def _child(box: Path, argv: list[str], no_network: dict[str, str]) -> None:
-    """In the forked child: sandbox, run the CLI like the console script, leave with its status."""
+def _child(box: Path, case: Case, no_network: dict[str, str]) -> None:
+    """In the forked child: sandbox, run the CLI like the console script, leave with its status.
+
+    The child leads a process group of its own (a signal case may signal the group) and starts
+    with a terminal job's signal dispositions."""
     from condapipe.cli.main import main
 
     code = 70
+    argv = case.argv
     try:
+        os.setpgid(0, 0)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
         os.chdir(box / "work")
         os.environ.update({"HOME": str(box / "work" / "home"), "TMPDIR": str(box / "tmp"), **LIMIT_ENV})
         os.environ.update(no_network)
+        os.environ.update(dict(case.env))
         for var in ("BINSTAR_API_TOKEN", "ANACONDA_API_TOKEN"):
             os.environ.pop(var, None)
         import tempfile
@@ -497,11 +513,19 @@ def _check(
     elif os.WIFSIGNALED(status):
         res.classes.append("signal")
         res.detail = f"signal {os.WTERMSIG(status)}"
-    if "Traceback (most recent call last)" in out + err or "internal error" in out + err or code == 71:
+    if (
+        "Traceback (most recent call last)" in out + err
+        or "internal error" in out + err
+        or "Exception ignored" in err
+        or code == 71
+    ):
         res.classes.append("traceback")
         res.detail = (err.strip().splitlines() or [""])[-1][:300]
-    if code is not None and code not in (0, 1, 2, 3):
+    if code is not None and code not in (0, 1, 2, 3) and not (case.signal and code == 130):
         res.classes.append("exit-code")
+    if case.signal and code == 130 and err.strip().splitlines()[-1:] != ["interrupted"]:
+        res.classes.append("interrupt")  # one line, and no promise to resume what does not resume
+        res.detail = f"stderr: {err[-200:]!r}"
     if (
         _tree_digest(box / "outside") != before["outside"]
         or sorted(p.name for p in box.iterdir())
@@ -598,6 +622,7 @@ def run(
         "verify",
         "doctor",
         "plan",
+        "wheels",
     ):
         __import__(f"condapipe.cli.commands.{module}")
     root.mkdir(parents=True, exist_ok=True)
@@ -610,6 +635,8 @@ def run(
     no_network = _no_network()
     results: list[Result] = []
     running: dict[int, tuple[int, Path, Case, dict, float]] = {}
+    armed: dict[int, float] = {}  # pid -> when its signal handlers were first seen installed
+    signalled: dict[int, bool] = {}
     pending = list(enumerate(cases))
     while pending or running:
         while pending and len(running) < workers:
@@ -622,13 +649,15 @@ def run(
             }
             pid = os.fork()
             if pid == 0:
-                _child(box, case.argv, no_network)
+                _child(box, case, no_network)
             running[pid] = (n, box, case, before, time.monotonic())
         time.sleep(0.005)
         for pid, (_n, box, case, before, started) in list(running.items()):
             done, status = os.waitpid(pid, os.WNOHANG)
             timed_out = False
             if not done:
+                if case.signal and pid not in signalled:
+                    _maybe_signal(pid, case.signal, armed, signalled)
                 if time.monotonic() - started < timeout:
                     continue
                 os.kill(pid, signal.SIGKILL)
@@ -638,12 +667,45 @@ def run(
             code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
             res = _check(root, box, case, code, status, before, escape_digest, escape, timed_out)
             res.seconds = time.monotonic() - started
+            res.signalled = signalled.pop(pid, False)
+            armed.pop(pid, None)
             results.append(res)
             if not res.classes:
                 _rmtree(box)
             if progress:
                 progress(len(results), len(cases))
     return results
+
+
+def _handles_signals(pid: int) -> bool:
+    """True while the process catches SIGTERM: condapipe's handlers are installed (a signal sent
+    before, or after the command restored them, would be the default action, not condapipe's)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = next((line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), "0")
+    return bool(int(caught, 16) >> (signal.SIGTERM - 1) & 1)
+
+
+def _maybe_signal(
+    pid: int, spec: tuple[int, float, bool], armed: dict[int, float], signalled: dict[int, bool]
+) -> None:
+    """Send a signal case's signal once the command has handled signals for `delay` seconds."""
+    signum, delay, group = spec
+    if not _handles_signals(pid):
+        return
+    now = time.monotonic()
+    if now - armed.setdefault(pid, now) < delay:
+        return
+    try:
+        if group:
+            os.killpg(pid, signum)
+        else:
+            os.kill(pid, signum)
+    except ProcessLookupError:
+        return
+    signalled[pid] = True
 
 
 def _rmtree(path: Path) -> None:
@@ -666,6 +728,7 @@ def summary(results: list[Result]) -> dict:
     ]
     return {
         "invocations": len(results),
+        "signals_sent": sum(r.signalled for r in results),
         "exit_codes": dict(sorted(codes.items())),
         "failure_classes": {c: classes.get(c, 0) for c in CLASSES},
         "commands": dict(sorted(commands.items())),

@@ -22,3 +22,7 @@ class Case:
     canary: bool = False  # CANARY was given somewhere: it must be in no output and no written file
     canary_sources: tuple[str, ...] = ()  # files the setup wrote with CANARY in them (the user's own)
     workflow: str | None = None  # "-" (stdout) or a file in work/: a workflow whose run lines are run
+    env: tuple[tuple[str, str], ...] = ()  # set in the command's environment (relative paths: in work/)
+    # (signal number, seconds after its handlers are installed, to the whole process group): the
+    # runner sends it while the command runs; it must end in one line ("interrupted"), exit 130
+    signal: tuple[int, float, bool] | None = None

@@ -80,13 +80,19 @@ def test_plan_lists_each_variant_id_with_what_it_needs_and_its_steps(tmp_path: P
 def test_the_workflow_runs_magma_first_hands_it_on_and_publishes_last(tmp_path: Path) -> None:
     doc = YAML(typ="safe").load(emit(tmp_path, "github-actions", *PYTORCH, "--upload-channel", "my-org"))
     jobs = doc["jobs"]
+    jobs.pop("condapipe-wheel")  # builds condapipe itself first (tests/plan/test_plan_emit_install.py)
     assert [job["name"] for job in jobs.values()] == [*MAGMA.values(), *TORCH, "verify and publish"]
     keys = {job["name"]: key for key, job in jobs.items()}
     for label in TORCH:
         magma = MAGMA[label.rsplit("cuda", 1)[1]]
         job = jobs[keys[label]]
-        assert job["needs"] == [keys[magma]]
-        fetch = [s for s in job["steps"] if s.get("uses", "").startswith("actions/download-artifact@")]
+        assert job["needs"] == ["condapipe-wheel", keys[magma]]
+        fetch = [
+            s
+            for s in job["steps"]
+            if s.get("uses", "").startswith("actions/download-artifact@")
+            and s["with"]["name"] != "condapipe-wheel"
+        ]
         assert [s["with"] for s in fetch] == [{"name": f"packages-{magma}", "path": f"prerequisites/{magma}"}]
         (build,) = [_argv(s) for s in job["steps"] if s.get("name", "").startswith("Build ")]
         assert build[:3] == ["condapipe", "build", "pytorch"]
@@ -97,7 +103,7 @@ def test_the_workflow_runs_magma_first_hands_it_on_and_publishes_last(tmp_path: 
             (up,) = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
             assert up["with"]["name"] == f"packages-{job['name']}" and up["with"]["path"] == "channel"
     publish = jobs["publish"]
-    assert publish["needs"] == [keys[label] for label in [*MAGMA.values(), *TORCH]]
+    assert publish["needs"] == ["condapipe-wheel", *(keys[label] for label in [*MAGMA.values(), *TORCH])]
     runs = [s["run"] for s in publish["steps"] if "run" in s]
     assert runs[1:] == [
         "condapipe index --force channel",

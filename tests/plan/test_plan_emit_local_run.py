@@ -3,8 +3,9 @@ cuda-smoke family (real nvcc 13.0, rattler-build), ends with the channel one `co
 
 What is simulated, and how (everything else runs as the runner would run it):
 - each job runs in its own empty directory (a fresh runner), jobs in `needs:` order;
-- `actions/checkout` and `actions/setup-python` do nothing, and the "Install condapipe" step is
-  skipped: condapipe is already installed here, and `condapipe` on PATH runs this Python's;
+- `actions/checkout` and `actions/setup-python` do nothing, and the condapipe-wheel job and the
+  "Install condapipe" steps are skipped: condapipe is already installed here, and `condapipe` on
+  PATH runs this Python's (tests/plan/test_plan_emit_install.py builds and installs that wheel);
 - `actions/upload-artifact` copies the job's `path` to an artifact store (hidden files left out, as
   upload-artifact v4+ does); `actions/download-artifact` copies one artifact (`name`) or all that
   match `pattern` merged (`merge-multiple`) into the job's `path`;
@@ -30,6 +31,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from condapipe.package.io import unpack
+from condapipe.plan.emit import WHEEL_JOB
 from condapipe.verify.verifier import verify_package
 
 pytestmark = [
@@ -81,6 +83,11 @@ def run_workflow(workflow: dict, root: Path, publish_dir: Path, path: str) -> li
     done: list[str] = []
     for key, job in workflow["jobs"].items():
         assert all(n in done for n in job.get("needs", [])), f"{key} runs before what it needs"
+        if (
+            key == WHEEL_JOB
+        ):  # condapipe is installed here already (its wheel: tests/plan/test_plan_emit_install.py)
+            done.append(key)
+            continue
         ws = root / "jobs" / key
         ws.mkdir(parents=True)
         for step in job["steps"]:
@@ -88,7 +95,7 @@ def run_workflow(workflow: dict, root: Path, publish_dir: Path, path: str) -> li
             args = step.get("with", {})
             if uses.startswith(("actions/checkout@", "actions/setup-python@")):
                 continue
-            if step.get("name") == "Install condapipe":
+            if step.get("name") in ("Install condapipe", "Fetch the condapipe wheel"):
                 continue
             if uses.startswith("actions/upload-artifact@"):
                 _copy(ws / args["path"], artifacts / args["name"], hidden=False)
@@ -148,7 +155,7 @@ def test_the_emitted_jobs_run_here_end_with_the_channel_of_a_single_machine_buil
     ci = tmp_path / "ci"
     publish_dir = tmp_path / "published"
     order = run_workflow(workflow, ci, publish_dir, env["PATH"])
-    assert order == ["cuda-smoke-1_0_0-cuda13_0", "publish"]
+    assert order == ["condapipe-wheel", "cuda-smoke-1_0_0-cuda13_0", "publish"]
 
     single = tmp_path / "single"
     single.mkdir()

@@ -129,6 +129,7 @@ def test_a_torch_release_without_a_torchvision_pair_says_so(tmp_path: Path) -> N
     )
     assert result.exit_code == 2
     assert "no torchvision release pairs with pytorch 1.8.0" in result.stderr
+    assert result.stderr.rstrip().endswith("the nearest that does: --version 1.13.0")
 
 
 def test_upload_order_keeps_torchvision_after_the_torch_it_needs() -> None:

@@ -43,7 +43,11 @@ def test_the_readme_main_job_builds_into_a_local_channel_and_says_how_to_install
     assert proc.returncode == 0, proc.stderr[-3000:]
     channel = (project / "channel").resolve()
     assert f"channel: {channel}" in proc.stdout
-    assert f"install: conda install -c {channel.as_uri()} cuda-smoke" in proc.stdout
+    if shutil.which("conda"):
+        assert f"install: conda install -c {channel.as_uri()} cuda-smoke" in proc.stdout
+        assert "install and check (no conda needed): condapipe env cuda-smoke -p ./env" in proc.stdout
+    else:  # no conda here: the command that installs without it (and checks the package)
+        assert "install: condapipe env cuda-smoke -p ./env" in proc.stdout
     assert list((channel / "linux-64").glob("cuda-smoke-1.0.0-*.conda"))
 
 

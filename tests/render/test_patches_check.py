@@ -161,7 +161,7 @@ def test_cli_check_human_output_shows_the_rejected_hunk(tmp_path, catalog):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["check", "--source", "{src}"], "needs --for PACKAGE==VERSION"),
+        (["check", "--source", "{src}"], "needs PACKAGE --version V"),
         (["check", "--source", "{src}/nope", "--for", "pytorch==1.13.0"], "is not a directory"),
         (
             ["check", "--source", "{src}", "--for", "pytorch>=1.13"],

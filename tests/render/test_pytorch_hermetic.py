@@ -7,7 +7,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 import pytest
-from render_helpers import load_yaml, run_cli, v0_meta, variant_combos
+from render_helpers import load_yaml, run_cli, v0_meta, v1_render, variant_combos
 
 from condapipe.buildspec.families import family_facts
 from condapipe.verify.verifier import dependency_libs
@@ -62,3 +62,20 @@ def test_what_cmake_would_detect_on_the_machine_is_decided_off(tmp_path: Path, f
     for name in family_facts("pytorch")["system_detected_off"]:
         assert f'export {name}="{off}"' in build_sh
     assert "export USE_CCACHE=0" in build_sh  # the machine's ccache only through --compile-cache
+
+
+@pytest.mark.parametrize("family", ["pytorch", "torchvision"])
+def test_the_package_installs_only_into_the_python_it_was_compiled_for(tmp_path: Path, family: str) -> None:
+    # The real 2.6.0 package built by rattler-build said `python` with no version: a cp312 torch._C
+    # would have installed into a Python 3.11 environment. Both formats, as each engine renders them.
+    out = tmp_path / "recipe"
+    version = "2.6.0" if family == "pytorch" else "0.21.0"
+    result = run_cli(
+        "render", family, "--version", version, "--cuda", "cpu", "--python", "3.12", "-o", str(out)
+    )
+    assert result.exit_code == 0, result.output
+    cbc = load_yaml((out / "conda_build_config.yaml").read_text())
+    assert "python 3.12.*" in v0_meta(out, "linux-64", variant_combos(cbc)[0])["requirements"]["run"]
+    (rendered,) = v1_render(out, "linux-64")
+    run = rendered.recipe.requirements.run
+    assert any(str(dep) == "python 3.12.*" for dep in run), run

@@ -192,6 +192,11 @@ def check_forms(settings: dict[str, Any]) -> None:
         if not _CUDA_FORM.match(item):
             raise UsageError(f"--cuda {item!r}: write the CUDA version as X.Y (e.g. 12.4) or cpu")
     for item in _as_list(settings.get("python")):
+        if re.match(r"^[0-24-9]\.\d{1,2}$", item):  # X.Y already: the advice to write X.Y cannot help
+            raise UsageError(
+                f"--python {item}: condapipe builds for Python 3 only (every PyTorch release it knows "
+                "needs 3.x); give a 3.x version, e.g. --python 3.10"
+            )
         if not _PYTHON_FORM.match(item):
             raise UsageError(f"cannot read Python version {item!r}; write it like 3.10 (X.Y)")
     _build_number(settings.get("build_number"))

@@ -10,6 +10,7 @@ environment: a URL with a password on the command line or in the config file is 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -20,7 +21,11 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from condapipe.errors import UsageError
-from condapipe.value_rules import parse_url
+from condapipe.value_rules import parse_url, refuse_url_credentials
+
+CREDENTIALS_FIX = (
+    "set SCCACHE_REDIS_PASSWORD (Redis) or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (S3) in the environment"
+)
 
 COMPILE_CACHE_ENV = "CONDAPIPE_COMPILE_CACHE"
 SCCACHE_MODE = "sccache"
@@ -30,6 +35,21 @@ SCCACHE_MODE = "sccache"
 def _data() -> dict[str, Any]:
     text = resources.files("condapipe.data").joinpath("compile_cache.yaml").read_text(encoding="utf-8")
     return YAML(typ="safe").load(text)
+
+
+def _not_home_or_root(path: Path) -> None:
+    """ccache fills its folder with its own tree and trims it to its size: never $HOME or `/`."""
+    resolved = path.resolve()
+    home = os.environ.get("HOME")
+    if resolved == Path("/") or (home and resolved == Path(home).resolve()):
+        raise UsageError(
+            "--compile-cache: refusing to use the home folder or / as the compile cache "
+            "(ccache fills and trims it); name a folder of its own, e.g. ~/.cache/condapipe-ccache"
+        )
+
+
+def _shown(value: str) -> str:
+    return repr(value if len(value) <= 80 else value[:77] + "...")
 
 
 def sccache_env_names() -> tuple[str, ...]:
@@ -63,7 +83,8 @@ def resolve_compile_cache(
         if not path.is_absolute():
             path = (base or Path.cwd()) / path
         if path.exists() and not path.is_dir():
-            raise UsageError(f"--compile-cache {value}: not a directory")
+            raise UsageError(f"--compile-cache {_shown(value)}: not a directory")
+        _not_home_or_root(path)
         resolved = str(path.resolve())
         return CompileCache("directory", resolved, ((COMPILE_CACHE_ENV, resolved),))
     scheme = text.split("://", 1)[0].lower()
@@ -72,11 +93,7 @@ def resolve_compile_cache(
         known = ", ".join(f"{s}://" for s in remote_schemes())
         raise UsageError(f"--compile-cache: unsupported store {scheme}:// (use a directory or {known})")
     parts = parse_url(text, "--compile-cache")  # `redis://[::1`, a bad port: one line, not a ValueError
-    if parts.password is not None or parts.username is not None:
-        raise UsageError(
-            "--compile-cache: credentials do not belong on the command line or in the config file; "
-            "set SCCACHE_REDIS_PASSWORD (Redis) or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (S3) instead"
-        )
+    refuse_url_credentials(parts, "--compile-cache", CREDENTIALS_FIX)
     env: dict[str, str] = {}
     if parts.netloc:
         if "endpoint" in rules:

@@ -37,6 +37,7 @@ from typing import Any
 
 from condapipe.errors import UsageError
 from condapipe.safe_paths import read_regular_bytes
+from condapipe.value_rules import parse_url, refuse_url_credentials
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -154,8 +155,12 @@ def load_config(path: Path | None = None, *, start: Path | None = None) -> dict[
             raise UsageError(f"{where}: upload.{key} has an unsupported type")
         if key in ("site_url", "channel") and (not isinstance(value, str) or not value.strip()):
             raise UsageError(f"{where}: upload.{key} must be a non-empty string")
-        if key == "site_url" and not value.startswith(("http://", "https://")):
-            raise UsageError(f"{where}: upload.site_url must be an http:// or https:// URL, not {value!r}")
+        if key == "site_url":  # a secret in it is refused before anything could repeat it
+            what = f"{where}: upload.site_url"
+            parts = parse_url(value.strip(), what)
+            refuse_url_credentials(parts, what, "give the token in $ANACONDA_API_TOKEN or --token-file")
+            if parts.scheme not in ("http", "https"):
+                raise UsageError(f"{what} must be an http:// or https:// URL")
     config = dict(spec_part)
     config["packages"] = {name: _absolute_source(dict(t), path) for name, t in packages.items()}
     config["upload"] = dict(upload)

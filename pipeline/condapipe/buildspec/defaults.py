@@ -10,6 +10,8 @@ per choice, instead of asking for one missing flag per run:
   given Pythons); when no release was, the newest built for the nearest CUDA of the same major.
 - Python (pytorch): the running interpreter's when the release supports it, else the newest
   it supports.
+- With `--with torchvision` (pytorch) or for torchvision itself, the version is chosen among the
+  PyTorch releases a torchvision release pairs with (torchvision.yaml), so the default set builds.
 
 Explicit flags and the config file always win: a key already in the settings is never touched.
 The machine is read by the caller (the doctor stage's toolkit probe) and passed in as
@@ -46,14 +48,18 @@ class FoundToolkit:
 class Choice:
     """One default the tool filled in, with the reason it prints."""
 
-    key: str  # "cuda" | "version" | "python" (the flag is --<key>)
+    key: str  # "cuda" | "version" | "python" | "arch" | "cudnn" | "jetpack" | "pair"
     value: str
     reason: str
+    label: str | None = None  # what is chosen, when not the key ("torchvision", "JetPack for orin")
+    change: str | None = None  # how to choose otherwise, when not "--<key> to change"
+    pins: bool = True  # a spec flag that repeats the choice (`--<key> value`) for other commands
 
     def line(self, package: str) -> str:
         """ "chose pytorch 2.15.0: newest release built upstream for CUDA 13.0 (--version to change)"."""
-        label = package if self.key == "version" else self.key
-        return f"chose {label} {self.value}: {self.reason} (--{self.key} to change)"
+        label = self.label or (package if self.key == "version" else self.key)
+        change = self.change or f"--{self.key} to change"
+        return f"chose {label} {self.value}: {self.reason} ({change})"
 
     def to_dict(self) -> dict[str, str]:
         return {"key": self.key, "value": self.value, "reason": self.reason}
@@ -70,12 +76,14 @@ def fill_defaults(
     toolkits: Callable[[], Sequence[FoundToolkit]],
     python: str | None = None,
     command: str | None = None,
+    companions: Sequence[str] = (),
 ) -> tuple[dict[str, Any], tuple[Choice, ...]]:
     """``settings`` with the missing CUDA / version / Python filled in, and the choices made.
 
     ``toolkits``: what the machine has (doctor's probe, asked only when the CUDA is missing);
     ``python``: the interpreter to prefer (default: this one); ``command``: what the user typed up
-    to the flags ("condapipe build magma"), for the next-step hint when the CUDA cannot be inferred.
+    to the flags ("condapipe build magma"), for the next-step hint when the CUDA cannot be inferred;
+    ``companions``: the --with families, whose pairing limits the version chosen.
     """
     rules = family_rules(package)
     if settings.get("jetson"):
@@ -89,13 +97,18 @@ def fill_defaults(
         out["cuda"] = [cuda]
         choices.append(Choice("cuda", cuda, reason))
     if rules.version == "torchvision":
+        if not out.get("version"):
+            choices.append(_choose_torchvision(out))
         return _torchvision_python(out, choices, python)
     if rules.version != "pytorch":
         return out, tuple(choices)
     cudas = _cudas(out.get("cuda"))
     given_pythons = _pythons(out.get("python")) if rules.python != "none" else []
     if not out.get("version"):
-        version, reason = _choose_pytorch(cudas, given_pythons)
+        paired = _paired_torches() if "torchvision" in companions else None
+        version, reason = _choose_pytorch(cudas, given_pythons, paired)
+        if paired is not None:
+            reason += f" that a torchvision release pairs with (torchvision.yaml pairs up to {paired[-1]})"
         out["version"] = version
         choices.append(Choice("version", version, reason))
     if rules.python == "required" and not given_pythons:
@@ -104,6 +117,26 @@ def fill_defaults(
         out["python"] = [py]
         choices.append(Choice("python", py, reason))
     return out, tuple(choices)
+
+
+def _paired_torches() -> tuple[str, ...]:
+    """The PyTorch releases some torchvision release is built against, oldest first."""
+    paired = {tables.torchvision_info(v).torch for v in tables.torchvision_versions()}
+    return tuple(v for v in tables.pytorch_versions() if v in paired)
+
+
+def _choose_torchvision(out: dict[str, Any]) -> Choice:
+    """A torchvision build without --version: the release paired with the PyTorch release
+    `build pytorch` would choose for these CUDAs and Pythons among the paired ones (sets `out`)."""
+    paired = _paired_torches()
+    torch, reason = _choose_pytorch(_cudas(out.get("cuda")), _pythons(out.get("python")), paired)
+    version = tables.torchvision_for_torch(torch).version
+    out["version"] = version
+    return Choice(
+        "version",
+        version,
+        f"the release paired with pytorch {torch}, the {reason} among those a torchvision release pairs with",
+    )
 
 
 def _torchvision_python(
@@ -163,6 +196,12 @@ def _infer_cuda(
     return cuda, reason
 
 
+def cudas_accepting_gcc(major: int) -> tuple[str, ...]:
+    """The CUDAs whose nvcc accepts gcc `major` (the table's max_gcc), oldest first: the --cuda a
+    machine whose gcc is too new for the requested CUDA can build with instead."""
+    return tuple(c for c in tables.cuda_versions() if tables.cuda_info(c).max_gcc >= major)
+
+
 # ------------------------------------------------------------------ PyTorch version and Python
 
 
@@ -208,8 +247,12 @@ def _distance(cuda: str, built: Sequence[str]) -> tuple[tuple[int, int], str]:
     return best if best is not None else ((2, len(order)), "")
 
 
-def _choose_pytorch(cudas: Sequence[str], pythons: Sequence[str]) -> tuple[str, str]:
-    releases = [(v, tables.pytorch_info(v)) for v in tables.pytorch_versions()]  # oldest first
+def _choose_pytorch(
+    cudas: Sequence[str], pythons: Sequence[str], candidates: Sequence[str] | None = None
+) -> tuple[str, str]:
+    """The release for these CUDAs and Pythons among `candidates` (default: every known release)."""
+    names = tables.pytorch_versions() if candidates is None else candidates
+    releases = [(v, tables.pytorch_info(v)) for v in names]  # oldest first
     fitting = [(v, i) for v, i in releases if all(p in i.pythons for p in pythons)] or releases
     py_text = f" and Python {' '.join(pythons)}" if pythons and fitting is not releases else ""
     gpu = [c for c in cudas if c != CPU]
@@ -250,4 +293,11 @@ def _choose_python(info: tables.PytorchInfo, version: str, preferred: str) -> tu
     )
 
 
-__all__ = ["Choice", "FoundToolkit", "fill_defaults", "newest_upstream_cuda", "running_python"]
+__all__ = [
+    "Choice",
+    "FoundToolkit",
+    "cudas_accepting_gcc",
+    "fill_defaults",
+    "newest_upstream_cuda",
+    "running_python",
+]

@@ -154,6 +154,12 @@ def resolve_settings(
     spec = spec_settings(dict(config), name) if name else {}
     given = flag_settings(flags)
     _refuse_secrets(config, spec, given, flags.get("compile_cache"))
+    _refuse_url_secret(
+        f"${COMPILE_CACHE_ENV}",
+        environ.get(COMPILE_CACHE_ENV),
+        "set SCCACHE_REDIS_PASSWORD (Redis) or "
+        "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (S3) in the environment",
+    )
     if "env" in given:
         given["env"] = {**spec.get("env", {}), **given["env"]}
     spec.update(given)
@@ -207,8 +213,12 @@ def _refuse_secrets(
         ),
     ]
     for what, value, fix in urls:
-        if isinstance(value, str) and "://" in value:
-            refuse_url_credentials(parse_url(value, what), what, fix)
+        _refuse_url_secret(what, value, fix)
+
+
+def _refuse_url_secret(what: str, value: Any, fix: str) -> None:
+    if isinstance(value, str) and "://" in value:
+        refuse_url_credentials(parse_url(value, what), what, fix)
 
 
 def spec_from_settings(settings: Settings) -> BuildSpec:
@@ -222,14 +232,21 @@ def spec_with_defaults(
     toolkits: Callable[[], Sequence[FoundToolkit]],
     python: str | None = None,
     command: str | None = None,
+    companions: Sequence[str] = (),
 ) -> tuple[BuildSpec, tuple[Choice, ...]]:
     """Like spec_from_settings, with what flags and config file leave open filled in from the tables
-    and the machine (condapipe.buildspec.defaults): the BuildSpec and the choices made."""
+    and the machine (condapipe.buildspec.defaults): the BuildSpec and every choice made (version,
+    Python, CUDA, then the archs, cuDNN, JetPack and --with pair read off the spec)."""
+    from condapipe.buildspec.spec_choices import spec_choices
+
     package = settings.require_package()
-    spec = settings.spec_dict()
-    check_forms(spec)  # a malformed value is refused, never replaced by a default
-    spec, choices = fill_defaults(package, spec, toolkits=toolkits, python=python, command=command)
-    return build_spec(package, spec, from_cli=settings.from_flags), choices
+    given = settings.spec_dict()
+    check_forms(given)  # a malformed value is refused, never replaced by a default
+    spec, choices = fill_defaults(
+        package, given, toolkits=toolkits, python=python, command=command, companions=companions
+    )
+    built = build_spec(package, spec, from_cli=settings.from_flags)
+    return built, (*choices, *spec_choices(built, given, companions))
 
 
 def spec_from_flags(package: str, flags: Mapping[str, Any]) -> BuildSpec:

@@ -348,8 +348,13 @@ def torchvision_for_torch(torch: str) -> TorchvisionInfo:
     for row in _torchvision_rows():
         if row.torch == torch.strip():
             return row
-    paired = " ".join(sorted({r.torch for r in _torchvision_rows()}, key=Version))
-    raise UsageError(f"no torchvision release pairs with pytorch {torch}; paired releases: {paired}")
+    paired = sorted({r.torch for r in _torchvision_rows()}, key=Version)
+    older = [v for v in paired if Version(v) <= Version(torch)]
+    nearest = older[-1] if older else paired[0]
+    raise UsageError(
+        f"no torchvision release pairs with pytorch {torch} (torchvision.yaml pairs {paired[0]} … "
+        f"{paired[-1]}); the nearest that does: --version {nearest}"
+    )
 
 
 ENV_READERS = ("wheel-cmake", "wheel-python", "setup", "tool", "doc")

@@ -38,6 +38,7 @@ from condapipe.plan import (
 )
 from condapipe.plan.channels import ChannelSetup
 from condapipe.plan.runner import Step
+from condapipe.plan.source_probe import raise_source_problems, source_problems
 from condapipe.render.families._common import family_data
 
 
@@ -55,6 +56,7 @@ class FamilyBuild:
     channels: ChannelSetup | None = None  # probed channels: the plan's environments are solved first
     doctor_command: str = "condapipe doctor"  # the doctor command that checks this same target
     companions: tuple[str, ...] = ()  # --with FAMILY: built against the spec in the same plan
+    offline: bool = False  # --offline: a remote source cannot be fetched either
 
 
 @dataclass(frozen=True)
@@ -124,11 +126,18 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
             plan, request.channels, run_tests=options.run_tests, dry_run=True, as_json=request.as_json
         )
         unresolved = resolution is not None and not resolution.ok
-        stopped = (bool(doctor.blocking) and not request.force) or unresolved
+        sources = source_problems(plan, offline=request.offline)
+        for problem in sources if not request.as_json else ():
+            err_console.print(problem.line(), soft_wrap=True, markup=False, highlight=False)
+        stopped = doctor.stops(request.force) or unresolved or bool(sources)
         if stopped:  # the real run stops at preflight: none of its steps would run
             why = "stopped by the blocking doctor finding above (--force builds anyway)"
-            if not (doctor.blocking and not request.force):
+            if doctor.unforceable:
+                why = "stopped by the blocking doctor finding above"
+            elif not doctor.stops(request.force):
                 why = "stopped: the dependencies above do not resolve"
+                if not unresolved:
+                    why = "stopped: a source above cannot be downloaded"
             rows = [{**row, "action": "stop", "why": why} if row["action"] == "run" else row for row in rows]
         if request.as_json:
             print_json(
@@ -137,6 +146,7 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
                     "would_stop": stopped,
                     "doctor": doctor.to_dict(),
                     "resolve": resolution.to_dict() if resolution else None,
+                    "sources": [vars(p) for p in sources],
                     "notes": list(plan.notes),
                     "steps": rows,
                 }
@@ -147,6 +157,7 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
         doctor.raise_if_blocking(force=request.force, doctor_command=request.doctor_command)
         if resolution is not None and not resolution.ok:
             raise resolution.problem()
+        raise_source_problems(sources)
         return None
     doctor.raise_if_blocking(force=request.force, doctor_command=request.doctor_command)
     plan = make_family_plan(request.spec, options, request.variant, request.companions)
@@ -155,7 +166,8 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
     )
     if resolution is not None and not resolution.ok:
         raise resolution.problem()
-    result, error, report = run_and_report(plan)
+    raise_source_problems(source_problems(plan, offline=request.offline))
+    result, error, report = run_and_report(plan, options.channels)
     report["doctor"] = doctor.to_dict()
     if resolution is not None:
         report["resolve"] = resolution.to_dict()
@@ -163,7 +175,7 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
     if request.as_json:
         print_json(report)
     else:
-        print_summary(report, console, paths)
+        print_summary(report, console, paths, steps_shown=live_table_shown())
     if error is not None:
         raise error
     return result
@@ -185,8 +197,17 @@ class _QuietOnceInterrupted:
             self._display.finished(step, status, why, seconds)
 
 
-def run_and_report(plan: Plan) -> tuple[PlanResult | None, CondapipeError | None, dict[str, Any]]:
-    """Run `plan` with the live step display; the result, the error that stopped it, the report.
+def live_table_shown() -> bool:
+    """Whether the live step table (on stderr) stays on the same terminal the summary goes to: then
+    the summary does not print the steps a second time."""
+    return err_console.is_terminal and console.is_terminal
+
+
+def run_and_report(
+    plan: Plan, channels: tuple[str, ...] | None = None
+) -> tuple[PlanResult | None, CondapipeError | None, dict[str, Any]]:
+    """Run `plan` with the live step display; the result, the error that stopped it, the report
+    (whose install line searches `channels`, the build's dependency channels, as the build did).
 
     Shared by `build PACKAGE` and `build RECIPE_DIR`, which run the same steps."""
     result: PlanResult | None = None
@@ -198,4 +219,4 @@ def run_and_report(plan: Plan) -> tuple[PlanResult | None, CondapipeError | None
         if interrupted():  # the step failed because it was stopped: no failure report, no summary
             raise KeyboardInterrupt from None
         result, error = exc.result, exc.cause
-    return result, error, build_report(plan, result, error=str(error) if error else None)
+    return result, error, build_report(plan, result, error=str(error) if error else None, channels=channels)

@@ -32,7 +32,8 @@ from pathlib import Path
 from types import FrameType
 
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, what shells report for Ctrl-C
-MESSAGE = "interrupted — rerun the same command to resume"
+MESSAGE = "interrupted — rerun the same command to resume"  # commands that resume (build)
+PLAIN_MESSAGE = "interrupted"  # the others: nothing to resume, nothing half-written
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _WATCHER = Path(__file__).with_name("interrupt_watch.py")
 # Python packages whose native code calls back into Python (progress events, log callbacks): a
@@ -73,6 +74,9 @@ def _start_watcher(read_fd: int) -> subprocess.Popen[bytes] | None:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             close_fds=True,
+            # a session of its own: a signal to condapipe's process group (Ctrl-C, `kill -- -PGID`)
+            # arriving before the watcher has set its dispositions would otherwise end it
+            start_new_session=True,
         )
     except OSError:  # no watcher: Ctrl-C still works once the engine returns
         return None
@@ -88,11 +92,22 @@ def handling_interrupts(*, stop_children: bool = True) -> Iterator[None]:
         return
     _interrupted.clear()
     previous = {s: signal.getsignal(s) for s in _SIGNALS}
-    read_fd, write_fd = os.pipe()
-    os.set_blocking(write_fd, False)
-    watcher = _start_watcher(read_fd) if stop_children else None
-    os.close(read_fd)
-    old_wakeup = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    watcher, write_fd, kept_read_fd, old_wakeup = None, -1, -1, -1
+    if stop_children:
+        # Only with a watcher reading it: a wakeup pipe whose reader is gone makes every signal
+        # print "Exception ignored ... BrokenPipeError" from the C handler.
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        watcher = _start_watcher(read_fd)
+        if watcher is None:
+            os.close(read_fd)
+            os.close(write_fd)
+            write_fd = -1
+        else:
+            # The read end stays open here too, unread: should the watcher die anyway (OOM killer),
+            # a write finds a full pipe at worst (ignored), never a broken one (a printed error).
+            kept_read_fd = read_fd
+            old_wakeup = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
     for s in _SIGNALS:
         if previous[s] is not signal.SIG_IGN:  # a shell that ignores SIGINT (a `&` job) keeps it ignored
             signal.signal(s, _python_handler)
@@ -101,8 +116,10 @@ def handling_interrupts(*, stop_children: bool = True) -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler if handler is not None else signal.SIG_DFL)
-        signal.set_wakeup_fd(old_wakeup)
-        os.close(write_fd)  # the watcher reads end-of-file and exits
+        if write_fd >= 0:
+            signal.set_wakeup_fd(old_wakeup)
+            os.close(write_fd)  # the watcher reads end-of-file and exits
+            os.close(kept_read_fd)
         if watcher is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 watcher.wait(timeout=2)

@@ -54,6 +54,9 @@ def stop_below(pid: int, spare: int) -> None:
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C reaches this process too
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # and its hang-up
+    # and a SIGTERM to the whole process group (`kill -- -PGID`): this process must outlive it to
+    # read the signal condapipe forwards; it ends when condapipe closes the pipe
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     parent = int(argv[1])
     while True:
         try:

@@ -19,8 +19,9 @@ from typing import Any
 import click
 
 from condapipe import __version__
-from condapipe.cli.interrupt import INTERRUPTED_EXIT, handling_interrupts, interrupted
+from condapipe.cli.interrupt import INTERRUPTED_EXIT, PLAIN_MESSAGE, handling_interrupts, interrupted
 from condapipe.cli.interrupt import MESSAGE as INTERRUPTED_MESSAGE
+from condapipe.cli.long_values import shortened
 from condapipe.cli.os_errors import os_error_line
 from condapipe.errors import CondapipeError
 
@@ -35,6 +36,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "index",
     "wheels",
     "upload",
+    "env",
+    "clean",
     "plan",
     "patches",
     "config",
@@ -62,7 +65,9 @@ class _Group(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in COMMAND_MODULES:
             return None
-        return importlib.import_module(f"condapipe.cli.commands.{cmd_name}").command
+        from condapipe.cli.examples import add_examples
+
+        return add_examples(cmd_name, importlib.import_module(f"condapipe.cli.commands.{cmd_name}").command)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """--debug is accepted anywhere (`condapipe verify X --debug`, as the error messages suggest):
@@ -76,8 +81,10 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         debug = bool(ctx.find_root().params.get("debug"))
         as_json = _wants_json(ctx)
+        builds = _subcommand(ctx) in _RUNS_BUILDS  # read before invoking: click consumes the args
+        resumes = builds and "--dry-run" not in _sub_args(ctx)  # a dry run has nothing to resume
         try:
-            with handling_interrupts(stop_children=_subcommand(ctx) in _RUNS_BUILDS):
+            with handling_interrupts(stop_children=builds):
                 try:
                     result = super().invoke(ctx)
                 except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
@@ -91,6 +98,7 @@ class _Group(click.Group):
                 return result
         except click.ClickException as exc:
             if not as_json:
+                exc.message = shortened(exc.message)  # click prints it, with its usage line
                 raise
             _fail(f"error: {exc.format_message()}", exc.exit_code, debug, as_json)
         except (click.exceptions.Exit, click.exceptions.Abort):
@@ -98,7 +106,7 @@ class _Group(click.Group):
         except CondapipeError as exc:
             _fail(f"error: {exc}", exc.exit_code, debug, as_json)
         except KeyboardInterrupt:
-            _fail(INTERRUPTED_MESSAGE, INTERRUPTED_EXIT, debug, as_json)
+            _fail(INTERRUPTED_MESSAGE if resumes else PLAIN_MESSAGE, INTERRUPTED_EXIT, debug, as_json)
         except OSError as exc:
             # A file or network problem the stage did not anticipate: still one line, with the fix.
             _fail(*os_error_line(exc), debug, as_json)
@@ -142,13 +150,19 @@ def _subcommand(ctx: click.Context) -> str | None:
     return sub[0] if sub else None
 
 
+def _sub_args(ctx: click.Context) -> list[str]:
+    """The subcommand and its arguments, up to a `--`."""
+    sub = [*getattr(ctx, "_protected_args", ()), *ctx.args]  # click >= 8.2 keeps the subcommand here
+    return sub[: sub.index("--")] if "--" in sub else sub
+
+
 def _wants_json(ctx: click.Context) -> bool:
     """True when the command line asked for --json (even if click could not parse the rest)."""
-    sub = [*getattr(ctx, "_protected_args", ()), *ctx.args]  # click >= 8.2 keeps the subcommand here
-    return "--json" in sub[: sub.index("--")] if "--" in sub else "--json" in sub
+    return "--json" in _sub_args(ctx)
 
 
 def _fail(message: str, code: int, debug: bool, as_json: bool = False) -> None:
+    message = shortened(message)
     if debug:
         traceback.print_exc()
     from condapipe.cli.output import json_printed  # rich loads only when something failed
@@ -162,8 +176,13 @@ def _fail(message: str, code: int, debug: bool, as_json: bool = False) -> None:
     sys.exit(code)
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
+@click.group(
+    cls=_Group,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="\b\nExample:\n  condapipe build cuda-smoke --cuda 13.0 --arch 9.0\n\n"
+    "Every command takes --help, --json and --debug (anywhere on the line: a traceback on error).",
+)
+@click.option("--debug", is_flag=True, help="Show tracebacks and debug logs (also after the command).")
 @click.version_option(__version__, prog_name="condapipe")
 @click.pass_context
 def main(ctx: click.Context, debug: bool) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from condapipe.cli.family_build import run_and_report
+from condapipe.cli.family_build import live_table_shown, run_and_report
 from condapipe.cli.output import console, err_console, print_json
 from condapipe.cli.plan_text import plan_lines, shown_path
 from condapipe.cli.resolve_step import resolve_before_building
@@ -105,12 +105,12 @@ def build_recipe_dir(request: RecipeBuild) -> PlanResult | None:
     if resolution is not None and not resolution.ok:
         raise resolution.problem()
     err_console.print(f"building {request.target} with {engine.name} ({why})")
-    result, error, report = run_and_report(plan)
+    result, error, report = run_and_report(plan, request.options.channels)
     paths = write_report(report, plan.work_dir)
     if request.as_json:
         print_json({**report, **head})
     else:
-        print_summary(report, console, paths)
+        print_summary(report, console, paths, steps_shown=live_table_shown())
     if error is not None:
         raise error
     return result

@@ -12,8 +12,6 @@ folder — its single top-level folder when the archive has one, as release tarb
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from condapipe.buildspec.build_spec import SOURCE_ARCHIVES
@@ -21,6 +19,7 @@ from condapipe.buildspec.settings import Settings
 from condapipe.errors import EnvironmentProblem
 from condapipe.hashing import hash_file
 from condapipe.package.safe_extract import safe_extract_source
+from condapipe.scratch import scratch_dir
 
 
 def archive_source(settings: Settings) -> Path | None:
@@ -43,18 +42,15 @@ def unpacked_source(settings: Settings, work_dir: Path) -> Settings:
     if not dest.is_dir() or dest.is_symlink():
         try:
             sources.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=f".{digest[:12]}.", suffix=".tmp", dir=sources))
         except OSError as exc:
             raise EnvironmentProblem(
                 f"cannot unpack --source {archive} under {sources}: {exc.strerror}",
                 "choose a --work-dir you can write to",
             ) from None
-        try:
+        # removed however this ends, an interrupt included (renamed into place: nothing to remove)
+        with scratch_dir(f".{digest[:12]}.", sources, suffix=".tmp") as tmp:
             safe_extract_source(archive, tmp)
             os.replace(tmp, dest)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
     entries = list(dest.iterdir())
     tree = entries[0] if len(entries) == 1 and entries[0].is_dir() and not entries[0].is_symlink() else dest
     return settings.with_source(str(tree))

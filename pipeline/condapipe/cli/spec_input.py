@@ -28,14 +28,21 @@ def typed_command(package: str) -> str:
 
 
 def machine_spec(
-    settings: Settings, *, work_dir: Path = DEFAULT_WORK_DIR, quiet: bool = False
+    settings: Settings,
+    *,
+    work_dir: Path = DEFAULT_WORK_DIR,
+    quiet: bool = False,
+    companions: tuple[str, ...] = (),
 ) -> tuple[BuildSpec, tuple[Choice, ...]]:
-    """The BuildSpec with defaults filled in; prints "chose …" and "warning: …" lines to stderr."""
+    """The BuildSpec with defaults filled in; prints "chose …" and "warning: …" lines to stderr.
+
+    `companions` (--with) limit the version to one they pair with and add the pair's line."""
     package = settings.require_package()
     spec, choices = spec_with_defaults(
         settings,
         toolkits=lambda: find_toolkits(Machine.from_environ(work_dir)),
         command=typed_command(package),
+        companions=companions,
     )
     if not quiet:
         echo_choices(spec, choices)
@@ -60,7 +67,8 @@ def spec_flags(settings: Settings, choices: tuple[Choice, ...]) -> tuple[str, ..
     another command (a CI job, `condapipe doctor`) works on exactly this target."""
     spec = {k: v for k, v in settings.spec_dict().items() if k in SPEC_FLAG_KEYS}
     for choice in choices:
-        spec[choice.key] = [choice.value] if choice.key in ("cuda", "python") else choice.value
+        if choice.pins:
+            spec[choice.key] = [choice.value] if choice.key in ("cuda", "python") else choice.value
     flags: list[str] = []
     for key in SPEC_FLAG_KEYS:  # a fixed order: the same spec gives the same flags
         value: Any = spec.get(key)

@@ -8,11 +8,13 @@ come from the spec's resolved variants.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,9 +25,11 @@ from packaging.version import InvalidVersion, Version
 
 from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.buildspec.compile_jobs import spec_job_gib
+from condapipe.buildspec.defaults import cudas_accepting_gcc
 from condapipe.doctor.costs import disk_need
-from condapipe.doctor.machine import Finding, Machine, doctor_data, family_facts
+from condapipe.doctor.machine import FACTS_MAX_BYTES, Finding, Machine, doctor_data, family_facts
 from condapipe.errors import CondapipeError
+from condapipe.safe_paths import read_head
 
 GIB = 1024**3
 
@@ -37,15 +41,35 @@ class CheckResult:
     cuda_homes: dict[str, str] = field(default_factory=dict)
 
 
+TOOL_TIMEOUT_S = 30
+
+
 def _run(argv: list[str], machine: Machine) -> str | None:
-    """stdout+stderr of a tool, or None when it cannot run (missing, broken, hangs)."""
+    """stdout+stderr of a tool, or None when it cannot run (missing, broken, hangs).
+
+    The tool runs in a session of its own, and a hang stops the whole session: a wrapper script
+    (nvidia-smi is often one) whose child hangs would otherwise outlive the timeout."""
     try:
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=30, env={**machine.env, "PATH": machine.path}
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            env={**machine.env, "PATH": machine.path},
+            start_new_session=True,
         )
-    except (OSError, subprocess.TimeoutExpired):
+    except OSError:
         return None
-    return proc.stdout + proc.stderr if proc.returncode == 0 else None
+    try:
+        out, err = proc.communicate(timeout=TOOL_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return None
+    return out + err if proc.returncode == 0 else None
 
 
 def _cudas(spec: BuildSpec) -> list[str]:
@@ -132,6 +156,31 @@ def _older_gccs(machine: Machine, limit: int) -> list[str]:
     return found
 
 
+def _apt_has(machine: Machine, package: str) -> bool | None:
+    """Whether this machine's apt sources offer `package`; None where there is no apt-cache."""
+    if not machine.which("apt-cache"):
+        return None
+    out = _run(["apt-cache", "show", "--no-all-versions", package], machine)
+    return bool(out and out.strip())
+
+
+def _older_gcc_fix(machine: Machine, limit: int, major: int) -> str:
+    """How to get a gcc nvcc accepts, true on this machine: apt's gcc-N only where apt has it
+    (Debian 12 has no gcc-9), else a CUDA whose nvcc accepts this gcc, or conda-forge's gcc."""
+    export = f"export CC=gcc-{limit} CXX=g++-{limit} NVCC_CCBIN=g++-{limit}"
+    has = _apt_has(machine, f"gcc-{limit}")
+    if has:
+        return f"sudo apt-get install gcc-{limit} g++-{limit}, then {export}"
+    fits = cudas_accepting_gcc(major)
+    conda = (
+        f"gcc {limit} from conda-forge (`gcc_linux-64={limit} gxx_linux-64={limit}`) with CC, CXX and "
+        "NVCC_CCBIN exported to it"
+    )
+    where = "this system's apt sources have no" if has is False else "install a"
+    alternatives = [f"--cuda {fits[0]} or newer (nvcc accepts gcc {major})"] if fits else []
+    return f"{where} gcc-{limit}: " + " or ".join([*alternatives, conda])
+
+
 def check_gcc(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
     """The host compiler nvcc will call must not be newer than its host_config.h accepts."""
     res = CheckResult()
@@ -163,10 +212,7 @@ def check_gcc(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
             gxx = older[0].replace("gcc-", "g++-")
             fix = f"export CC={older[0]} CXX={gxx} NVCC_CCBIN={gxx} (found on PATH)"
         else:
-            fix = (
-                f"install gcc-{limit} g++-{limit} and export CC=gcc-{limit} CXX=g++-{limit} "
-                f"NVCC_CCBIN=g++-{limit}"
-            )
+            fix = _older_gcc_fix(machine, limit, major)
         res.findings.append(
             Finding(
                 "gcc",
@@ -185,13 +231,11 @@ def check_gcc(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
 
 def driver_version(machine: Machine) -> str | None:
     """The loaded kernel module's version, from /proc/driver/nvidia/version (or nvidia-smi)."""
-    try:
-        text = machine.driver_file.read_text(encoding="utf-8", errors="replace")
-        m = re.search(r"Kernel Module(?: for [^ ]+)?\s+(\d+\.\d+(?:\.\d+)?)", text)
-        if m:
-            return m.group(1)
-    except OSError:
-        pass
+    raw = read_head(machine.driver_file, FACTS_MAX_BYTES)  # bounded: the path may come from the env
+    text = raw.decode("utf-8", errors="replace") if raw is not None else ""
+    m = re.search(r"Kernel Module(?: for [^ ]+)?\s+(\d+\.\d+(?:\.\d+)?)", text)
+    if m:
+        return m.group(1)
     smi = machine.which("nvidia-smi")
     out = _run([smi, "--query-gpu=driver_version", "--format=csv,noheader"], machine) if smi else None
     return out.strip().splitlines()[0] if out and out.strip() else None
@@ -253,10 +297,10 @@ def check_driver(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
 
 
 def mem_available_gib(meminfo: Path) -> float | None:
-    try:
-        text = meminfo.read_text(encoding="utf-8")
-    except OSError:
+    raw = read_head(meminfo, FACTS_MAX_BYTES)  # bounded: the path may come from $CONDAPIPE_MEMINFO
+    if raw is None:
         return None
+    text = raw.decode("utf-8", errors="replace")
     fields = dict(re.findall(r"^(\w+):\s+(\d+) kB", text, re.MULTILINE))
     kib = fields.get("MemAvailable") or fields.get("MemTotal")
     return int(kib) / (1024 * 1024) if kib else None
@@ -329,6 +373,52 @@ def check_ram(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
 # ---------------------------------------------------------------- destinations
 
 
+# Kernel file systems that hold no user files: /proc, /sys, /dev and their kin. os.access says root may
+# write there; creating a folder fails with a raw errno hours later, so they are refused up front.
+PSEUDO_FILESYSTEMS = frozenset(
+    {
+        "proc",
+        "sysfs",
+        "devtmpfs",
+        "devpts",
+        "cgroup",
+        "cgroup2",
+        "securityfs",
+        "debugfs",
+        "tracefs",
+        "configfs",
+        "pstore",
+        "bpf",
+        "mqueue",
+        "fusectl",
+        "efivarfs",
+        "binfmt_misc",
+        "autofs",
+        "rpc_pipefs",
+        "nsfs",
+    }
+)
+MOUNTS_FILE = Path("/proc/self/mounts")
+
+
+def _pseudo_filesystem(folder: Path) -> str | None:
+    """The pseudo file system type `folder` (an existing folder) is on, e.g. "proc", or None."""
+    try:
+        mounts = MOUNTS_FILE.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    real = str(folder.resolve())
+    best, kind = "", ""
+    for line in mounts:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace("\\040", " ")
+        if (real == point or real.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+            best, kind = point, fields[2]
+    return kind if kind in PSEUDO_FILESYSTEMS else None
+
+
 def destination_problem(path: Path) -> tuple[str, str] | None:
     """Why condapipe could not create or write into the folder `path` (what, fix), or None.
 
@@ -342,6 +432,12 @@ def destination_problem(path: Path) -> tuple[str, str] | None:
         return (
             f"{target}: {existing} is a file, not a folder",
             f"rename {existing}, or choose another folder",
+        )
+    pseudo = _pseudo_filesystem(existing)
+    if pseudo:
+        return (
+            f"{target} is on {pseudo}, a kernel file system that holds no files (even root cannot write one)",
+            "choose a folder on a disk",
         )
     if os.access(existing, os.W_OK | os.X_OK):
         return None
@@ -370,7 +466,14 @@ def check_destinations(spec: BuildSpec, machine: Machine, **_: object) -> CheckR
         else:
             what, fix = problem
             res.findings.append(
-                Finding("destinations", "block", f"{flag}: {what}", fix=f"{fix} (pass {flag} DIR)")
+                # --force cannot write a folder that cannot be written: never "--force builds anyway"
+                Finding(
+                    "destinations",
+                    "block",
+                    f"{flag}: {what}",
+                    fix=f"{fix} (pass {flag} DIR)",
+                    forceable=False,
+                )
             )
     return res
 
@@ -642,10 +745,14 @@ def check_platform(spec: BuildSpec, machine: Machine, **_: object) -> CheckResul
             "block",
             f"this {machine.arch} machine cannot build {spec.platform} packages (no cross-compiling)",
             fix=f"run the build {where}; `condapipe render` works on any machine",
+            forceable=False,
         )
     )
     return res
 
+
+# Checks whose findings hold even when this machine cannot build the platform (run_doctor).
+HOST_INDEPENDENT: tuple[Callable[..., CheckResult], ...] = (check_platform, check_destinations)
 
 ALL: tuple[Callable[..., CheckResult], ...] = (
     check_platform,

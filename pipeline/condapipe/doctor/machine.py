@@ -17,7 +17,10 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+from condapipe.safe_paths import env_file
+
 LEVELS = ("ok", "info", "warn", "block")
+FACTS_MAX_BYTES = 1 << 16  # /proc/meminfo and the driver's version file are a few KiB
 
 # Overrides for faking a machine (tests, or checking a build host's numbers from elsewhere).
 MEMINFO_ENV = "CONDAPIPE_MEMINFO"  # path read instead of /proc/meminfo
@@ -35,6 +38,9 @@ class Finding:
     message: str
     fix: str = ""
     data: Mapping[str, Any] = field(default_factory=dict)
+    # False for a block --force cannot get past (an x86_64 machine cannot build aarch64 packages):
+    # the advice then never says "--force builds anyway"
+    forceable: bool = True
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
@@ -73,8 +79,8 @@ class Machine:
         env = dict(os.environ if environ is None else environ)
         return cls(
             path=env.get("PATH", os.defpath),
-            meminfo=Path(env.get(MEMINFO_ENV, "/proc/meminfo")),
-            driver_file=Path(env.get(DRIVER_FILE_ENV, "/proc/driver/nvidia/version")),
+            meminfo=env_file(env, MEMINFO_ENV, "/proc/meminfo"),
+            driver_file=env_file(env, DRIVER_FILE_ENV, "/proc/driver/nvidia/version"),
             cuda_roots=Path(env.get(CUDA_ROOTS_ENV, "/usr/local")),
             cpu_count=len(os.sched_getaffinity(0))
             if hasattr(os, "sched_getaffinity")

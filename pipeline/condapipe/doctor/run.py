@@ -32,6 +32,15 @@ class DoctorReport:
         return tuple(f for f in self.findings if f.level == "block")
 
     @property
+    def unforceable(self) -> tuple[Finding, ...]:
+        """Blocking findings --force cannot get past (the build could not run at all)."""
+        return tuple(f for f in self.blocking if not f.forceable)
+
+    def stops(self, force: bool) -> bool:
+        """Whether the build stops here: a blocking finding, unless forced past the forceable ones."""
+        return bool(self.unforceable) or (bool(self.blocking) and not force)
+
+    @property
     def max_jobs(self) -> int | None:
         value = dict(self.build_env).get("MAX_JOBS")
         return int(value) if value else None
@@ -51,15 +60,15 @@ class DoctorReport:
         """EnvironmentProblem (exit 3) naming the first blocking finding, unless forced.
 
         `doctor_command`: the doctor command that checks the same target as the build (the hint)."""
-        if not self.blocking or force:
+        if not self.stops(force):
             return
-        first = self.blocking[0]
+        first = (self.unforceable or self.blocking)[0]
         more = len(self.blocking) - 1
         if before_build:
             extra = f" (+{more} more)" if more else ""
+            anyway = "" if self.unforceable else ", --force builds anyway"
             raise EnvironmentProblem(
-                f"preflight: {first.message}{extra}; `{doctor_command}` checks this target again, "
-                "--force builds anyway",
+                f"preflight: {first.message}{extra}; `{doctor_command}` checks this target again{anyway}",
                 fix=first.fix,
             )
         extra = f" (+{more} more above)" if more else ""
@@ -69,12 +78,19 @@ class DoctorReport:
 def run_doctor(
     spec: BuildSpec, machine: Machine, *, engine: str = "auto", variants_to_build: int | None = None
 ) -> DoctorReport:
-    """Every check, in a stable order; never raises for what it finds, only reports."""
+    """Every check, in a stable order; never raises for what it finds, only reports.
+
+    On a machine that cannot build the platform at all, only the checks that still matter there
+    run (the destinations): advice to install a toolkit or cuDNN that could never be used is noise."""
     findings: list[Finding] = []
     env: dict[str, str] = {}
     homes: dict[str, str] = {}
+    foreign = False
     for check in checks.ALL:
+        if foreign and check not in checks.HOST_INDEPENDENT:
+            continue
         result = check(spec, machine, engine=engine, variants=variants_to_build)
+        foreign = foreign or any(not f.forceable for f in result.findings if f.level == "block")
         findings.extend(result.findings)
         env.update(result.env)
         homes.update(result.cuda_homes)

@@ -44,6 +44,12 @@ class Ending:
     fields: dict[str, Any] = field(default_factory=dict)
     returncode: int = 0
 
+    @property
+    def stopped(self) -> bool:
+        """True when the process ended by a stop request (SIGINT, SIGTERM, SIGHUP: an interrupted
+        build), not by a crash whose scratch folder is kept for debugging."""
+        return -self.returncode in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
     def died_how(self) -> str | None:
         """`was killed by SIGKILL (out of memory?)`, `exited with status 1`, `ended without a result`,
         or None when it ended as it should: with an ending message, after which it exits 0 (or 1

@@ -137,9 +137,15 @@ class RattlerBuildEngine:
                     style = message.get("style")
                     write(str(message.get("text", "")), style if isinstance(style, str) else None)
 
-            ending = engine_process.run(
-                _CHILD, request, {**os.environ, **dict(options.env)}, on_message, write
-            )
+            try:
+                ending = engine_process.run(
+                    _CHILD, request, {**os.environ, **dict(options.env)}, on_message, write
+                )
+            except KeyboardInterrupt:  # stopped by the user: nothing to debug, the rerun starts afresh
+                shutil.rmtree(scratch, ignore_errors=True)
+                raise
+            if ending.stopped:
+                shutil.rmtree(scratch, ignore_errors=True)
             died = ending.died_how()
             message = str(ending.fields.get("message") or "")
             if died is not None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -29,14 +28,17 @@ from condapipe.package.io import (
     CONDA,
     PackOptions,
     Progress,
+    load_index,
     load_paths_json,
     pack,
     package_file,
     package_format,
+    package_info_from_index,
     recompress,
     unpack,
     update_paths_json,
 )
+from condapipe.scratch import scratch_dir
 
 
 @dataclass(frozen=True)
@@ -271,9 +273,11 @@ def fix_package(
     draft = draft and package_format(path) == CONDA
     scratch_parent = work_dir or out_path.parent
     scratch_parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".condapipe-fix-", dir=scratch_parent))
-    try:
+    # removed however this ends, an interrupt mid-removal included (condapipe.scratch)
+    with scratch_dir(".condapipe-fix-", scratch_parent) as scratch:
         root = unpack(path, scratch / "pkg")
+        # a conda package, not any archive: info/index.json there and naming what a channel accepts
+        package_info_from_index(load_index(root, path), path)
         unpacked = time.monotonic()
         report = fix_prefix(root, options, prefixes=declared_prefixes(root))
         level = (pack_options or PackOptions()).zstd_level if draft else None
@@ -315,8 +319,6 @@ def fix_package(
         report.timings["write"] = time.monotonic() - written
         if keep_tree and report.output and scratch_parent == out_path.parent:
             tree_record.keep(root, Path(report.output))
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
     report.elapsed_s = time.monotonic() - start
     return report
 

@@ -17,14 +17,17 @@ import json
 import os
 import shutil
 import tarfile
-import tempfile
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import zstandard
+
+from condapipe.scratch import scratch_dir
+from condapipe.value_rules import check_package_part
 
 # The prefix placeholder conda and rattler replace in text files at install time.
 PREFIX_PLACEHOLDER = "/opt/anaconda1anaconda2anaconda3"
@@ -34,17 +37,42 @@ _ARCH = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}
 
 @dataclass(frozen=True)
 class PackageFile:
-    """One entry of a package: a regular file (`data`) or a symbolic link (`link_target`)."""
+    """One entry of a package: a regular file (`data`, or `size` bytes streamed from `source`) or a
+    symbolic link (`link_target`). A streamed file is copied through a bounded buffer: a wheel member
+    of several hundred MB is never held in memory."""
 
     path: str  # relative posix path inside the prefix
     data: bytes = b""
     executable: bool = False
     link_target: str | None = None
     has_prefix: bool = False  # text file holding PREFIX_PLACEHOLDER
+    source: Callable[[], AbstractContextManager[IO[bytes]]] | None = None
+    size: int = 0  # of a streamed file
 
     @property
     def mode(self) -> int:
         return 0o777 if self.link_target is not None else (0o755 if self.executable else 0o644)
+
+    @property
+    def length(self) -> int:
+        return self.size if self.source is not None else len(self.data)
+
+
+class _Hashing(io.RawIOBase):
+    """A reader that hashes what passes through it (paths.json's sha256 of a streamed file)."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self.raw = raw
+        self.sha256 = hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.raw.read(len(buffer))
+        self.sha256.update(data)
+        buffer[: len(data)] = data
+        return len(data)
 
 
 def index_json(
@@ -65,22 +93,23 @@ def index_json(
     }
 
 
-def _paths_entry(f: PackageFile) -> dict[str, Any]:
+def _paths_entry(f: PackageFile, digests: dict[str, str]) -> dict[str, Any]:
     if f.link_target is not None:
         return {"_path": f.path, "path_type": "softlink", "size_in_bytes": len(f.link_target)}
     entry: dict[str, Any] = {
         "_path": f.path,
         "path_type": "hardlink",
-        "sha256": hashlib.sha256(f.data).hexdigest(),
-        "size_in_bytes": len(f.data),
+        "sha256": digests[f.path],
+        "size_in_bytes": f.length,
     }
     if f.has_prefix:
         entry.update(prefix_placeholder=PREFIX_PLACEHOLDER, file_mode="text")
     return entry
 
 
-def _write_tar_zst(dest: Path, files: Iterable[PackageFile]) -> None:
-    """Stream a deterministic tar of `files` through zstd into `dest`."""
+def _write_tar_zst(dest: Path, files: Iterable[PackageFile]) -> dict[str, str]:
+    """Stream a deterministic tar of `files` through zstd into `dest`; the sha256 of each regular file."""
+    digests: dict[str, str] = {}
     compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL, threads=-1)
     with (
         dest.open("wb") as raw,
@@ -94,9 +123,19 @@ def _write_tar_zst(dest: Path, files: Iterable[PackageFile]) -> None:
             if f.link_target is not None:
                 info.type, info.linkname = tarfile.SYMTYPE, f.link_target
                 tar.addfile(info)
+            elif f.source is not None:
+                info.size = f.size
+                with f.source() as raw:
+                    hashing = _Hashing(raw)
+                    tar.addfile(info, io.BufferedReader(hashing, 1 << 20))
+                    if raw.read(1):  # more bytes than the size the file was announced with
+                        raise OSError(f"{f.path}: longer than its recorded size")
+                digests[f.path] = hashing.sha256.hexdigest()
             else:
                 info.size = len(f.data)
                 tar.addfile(info, io.BytesIO(f.data))
+                digests[f.path] = hashlib.sha256(f.data).hexdigest()
+    return digests
 
 
 def _entry(name: str) -> zipfile.ZipInfo:
@@ -112,26 +151,29 @@ def write_conda(
 ) -> Path:
     """Write `<name>-<version>-<build>.conda` into `dest_dir` (temp name, then rename); its path."""
     files = sorted(files, key=lambda f: f.path)
-    stem = f"{index['name']}-{index['version']}-{index['build']}"
+    name = check_package_part("package_name", index["name"], "package name")
+    version = check_package_part("package_version", index["version"], f"{name}: version")
+    build = check_package_part("package_build", index["build"], f"{name} {version}: build string")
+    stem = f"{name}-{version}-{build}"  # checked: no `/` or `..` can take the file out of dest_dir
     has_prefix = [f for f in files if f.has_prefix]
-    info: dict[str, bytes] = {
-        "info/index.json": json.dumps(index, indent=2, sort_keys=True).encode(),
-        "info/paths.json": json.dumps(
-            {"paths": [_paths_entry(f) for f in files], "paths_version": 1}, indent=2
-        ).encode(),
-        "info/files": "".join(f.path + "\n" for f in files).encode(),
-        "info/about.json": json.dumps(about, indent=2, sort_keys=True).encode(),
-        **(extra_info or {}),
-    }
-    if has_prefix:
-        info["info/has_prefix"] = "".join(
-            f"{PREFIX_PLACEHOLDER} text {f.path}\n" for f in has_prefix
-        ).encode()
     dest_dir.mkdir(parents=True, exist_ok=True)
     dest = dest_dir / f"{stem}.conda"
-    with tempfile.TemporaryDirectory(prefix=f".{stem}.", dir=dest_dir) as scratch:
+    with scratch_dir(f".{stem}.", dest_dir) as scratch:  # removed even by an interrupt
         pkg_tar, info_tar = Path(scratch, "pkg.tar.zst"), Path(scratch, "info.tar.zst")
-        _write_tar_zst(pkg_tar, files)
+        digests = _write_tar_zst(pkg_tar, files)
+        info: dict[str, bytes] = {
+            "info/index.json": json.dumps(index, indent=2, sort_keys=True).encode(),
+            "info/paths.json": json.dumps(
+                {"paths": [_paths_entry(f, digests) for f in files], "paths_version": 1}, indent=2
+            ).encode(),
+            "info/files": "".join(f.path + "\n" for f in files).encode(),
+            "info/about.json": json.dumps(about, indent=2, sort_keys=True).encode(),
+            **(extra_info or {}),
+        }
+        if has_prefix:
+            info["info/has_prefix"] = "".join(
+                f"{PREFIX_PLACEHOLDER} text {f.path}\n" for f in has_prefix
+            ).encode()
         _write_tar_zst(info_tar, (PackageFile(p, d) for p, d in info.items()))
         tmp = Path(scratch, "package.conda")
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as z:

@@ -34,6 +34,7 @@ from condapipe.package.safe_extract import (
     open_regular,
     safe_extract,
 )
+from condapipe.value_rules import check_package_part
 
 CONDA = ".conda"
 TAR_BZ2 = ".tar.bz2"
@@ -163,13 +164,13 @@ def read_index(path: Path | str) -> dict[str, Any]:
     return _parse_index(read_info_file(path, "info/index.json"), path)
 
 
-def load_index(root: Path) -> dict[str, Any]:
-    """`info/index.json` of an unpacked package folder."""
+def load_index(root: Path, shown: Path | None = None) -> dict[str, Any]:
+    """`info/index.json` of an unpacked package folder (messages name `shown`, else the folder)."""
     index_file = root / "info" / "index.json"
     if not index_file.is_file():
-        raise UsageError(f"{root}: not a conda package (no info/index.json)")
+        raise UsageError(f"{shown or root}: not a conda package (no info/index.json)")
     with open_regular(index_file) as fh:
-        return _parse_index(fh.read(_INFO_MAX + 1), root)
+        return _parse_index(fh.read(_INFO_MAX + 1), shown or root)
 
 
 def _parse_index(raw: bytes, where: Path | str) -> dict[str, Any]:
@@ -202,10 +203,9 @@ def package_info_from_index(index: dict[str, Any], path: Path) -> PackageInfo:
     depends = index.get("depends") or []
     if not isinstance(depends, list) or not all(isinstance(d, str) for d in depends):
         raise UsageError(f"{path}: info/index.json depends is not a list of strings")
-    # These become file names in a channel: nothing that could name another folder.
+    # These become file names in a channel: held to value_rules, as a name or version a user types.
     for key, value in (("name", index["name"]), ("version", index["version"]), ("build", build)):
-        if not _SAFE_FIELD.fullmatch(value):
-            raise UsageError(f"{path}: info/index.json {key} {value!r} is not a valid conda {key}")
+        check_package_part(f"package_{key}", value, f"{path}: info/index.json {key}")
     if not isinstance(subdir, str) or not _SAFE_SUBDIR.fullmatch(subdir):
         raise UsageError(f"{path}: info/index.json subdir {subdir!r} is not a platform subdir")
     return PackageInfo(
@@ -219,7 +219,6 @@ def package_info_from_index(index: dict[str, Any], path: Path) -> PackageInfo:
     )
 
 
-_SAFE_FIELD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+!-]{0,199}")
 _SAFE_SUBDIR = re.compile(r"noarch|[a-z0-9]+-[a-z0-9_]+")
 
 

@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import bz2
 import errno
+import gzip
+import lzma
 import os
 import posixpath
 import stat
 import tarfile
 import zipfile
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -57,6 +60,9 @@ RATIO_FREE_BYTES = 64 << 20
 # Source archives (--source TARBALL) are trees of text: fewer members and bytes than a package.
 SOURCE_MAX_BYTES = 16 << 30
 SOURCE_MAX_FILES = 400_000
+# PyPI wheels (condapipe wheels): mkl 2023.1's wheel expands to about 1 GB.
+WHEEL_MAX_BYTES = 4 << 30
+WHEEL_MAX_FILES = 200_000
 _COPY_CHUNK = 1 << 20
 _WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS, errno.EPERM})
 
@@ -68,6 +74,8 @@ STREAM_ERRORS: tuple[type[Exception], ...] = (
     tarfile.TarError,
     zstandard.ZstdError,
     _zstd.ZstdError,
+    lzma.LZMAError,
+    zlib.error,
     EOFError,
     OSError,
     ValueError,
@@ -100,9 +108,55 @@ class Limits:
     def for_sources(cls) -> Limits:
         return cls.from_env(SOURCE_MAX_BYTES, SOURCE_MAX_FILES)
 
+    @classmethod
+    def for_wheels(cls) -> Limits:
+        return cls.from_env(WHEEL_MAX_BYTES, WHEEL_MAX_FILES)
+
     def expanded_bound(self, archive_size: int) -> int:
         """The most bytes an archive of `archive_size` bytes may expand to."""
         return min(self.max_bytes, max(RATIO_FREE_BYTES, self.max_ratio * archive_size))
+
+
+class Budget:
+    """One archive's members and expanded bytes, counted against its Limits as they are met.
+
+    Every reader of an archive (package unpack, source unpack, the --source version pre-scan,
+    wheels) charges each member here from its header, before reading or skipping its data: skipping
+    a member of a compressed stream inflates it too, so a 1 TiB member is refused, not skipped."""
+
+    def __init__(self, path: Path, limits: Limits, archive_size: int | None = None) -> None:
+        self.path = path
+        self.limits = limits
+        if archive_size is None:
+            try:
+                archive_size = os.stat(path).st_size
+            except OSError:
+                archive_size = 0
+        self.max_bytes = limits.expanded_bound(archive_size)
+        self.files = 0
+        self.bytes = 0
+
+    def charge(self, member: str, size: int) -> None:
+        """Count one member of `size` expanded bytes (0 for folders and links); UnsafePackage past a bound."""
+        self.files += 1
+        if self.files > self.limits.max_files:
+            raise UnsafePackage(
+                f"{self.path}: more than {self.limits.max_files} members "
+                f"(limit; set ${MAX_FILES_ENV} to raise)"
+            )
+        self.bytes += max(0, size)
+        if self.bytes > self.max_bytes:
+            which = MAX_BYTES_ENV if self.max_bytes == self.limits.max_bytes else MAX_RATIO_ENV
+            raise UnsafePackage(
+                f"{self.path}: expands to more than {self.max_bytes} bytes at member "
+                f"{_short(member)} (limit: {self.limits.max_ratio}x its size, at most "
+                f"{self.limits.max_bytes}; set ${which} to raise)"
+            )
+
+
+def _short(text: str, limit: int = 200) -> str:
+    """A member name for a message: at most `limit` characters (names can be 100,000 long)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _env_int(name: str, default: int) -> int:
@@ -164,22 +218,24 @@ def _damaged(path: Path, exc: BaseException, what: str = "conda package") -> Uns
 
 
 def iter_members(
-    path: Path, wanted: tuple[str, ...] | None = None, *, drain: bool = True
+    path: Path, wanted: tuple[str, ...] | None = None, *, drain: bool = True, budget: Budget | None = None
 ) -> Iterator[tuple[tarfile.TarFile, tarfile.TarInfo]]:
     """Yield (tar, member) for every member of the package's components (`wanted`: default all).
 
-    Names are checked (relative, no `..`); the caller checks types (see `SafeExtractor`). With
+    Names are checked (relative, no `..`) and every member is charged to `budget` (default: the
+    package limits) before it is yielded; the caller checks types (see `SafeExtractor`). With
     `drain`, each stream is read to its end after the last member so damage is detected.
     """
     path = Path(path)
     chosen = wanted or components(path)
+    budget = budget or Budget(path, Limits.from_env())
     try:
         if path.name.endswith(".conda"):
             with _open_zip(path) as zf:
                 for component in chosen:
-                    yield from _iter_stream(path, component, zf, drain)
+                    yield from _iter_stream(path, component, zf, drain, budget)
         else:
-            yield from _iter_stream(path, "all", None, drain)
+            yield from _iter_stream(path, "all", None, drain, budget)
     except UsageError:
         raise
     except STREAM_ERRORS as exc:
@@ -187,12 +243,13 @@ def iter_members(
 
 
 def _iter_stream(
-    path: Path, component: str, zf: zipfile.ZipFile | None, drain: bool
+    path: Path, component: str, zf: zipfile.ZipFile | None, drain: bool, budget: Budget
 ) -> Iterator[tuple[tarfile.TarFile, tarfile.TarInfo]]:
     with _component_stream(path, component, zf) as stream:
         with tarfile.open(fileobj=stream, mode="r|", encoding="utf-8", errors="strict") as tar:
             for member in tar:
                 member.name = member_name(path, member.name)
+                budget.charge(member.name, member.size if member.isreg() else 0)
                 yield tar, member
         if drain:
             _drain(stream)
@@ -231,41 +288,19 @@ def symlink_problem(rel: str, target: str) -> str | None:
 
 
 class SafeExtractor:
-    """Writes members one by one under `dest`, enforcing the module's rules and the limits."""
+    """Writes members one by one under `dest`, enforcing the module's rules; the reader that yields
+    the members charges them to `self.budget` (the limits)."""
 
     def __init__(self, path: Path, dest: Path, limits: Limits | None = None) -> None:
         self.path = path
         self.dest = dest
         self.limits = limits or Limits.from_env()
-        try:
-            archive_size = os.stat(path).st_size
-        except OSError:
-            archive_size = 0
-        self.max_bytes = self.limits.expanded_bound(archive_size)
-        self.files = 0
-        self.bytes = 0
+        self.budget = Budget(path, self.limits)
         self.regular: set[str] = set()
         self._dir_modes: list[tuple[Path, int]] = []
 
     def _refuse(self, member: str, why: str) -> UnsafePackage:
         return UnsafePackage(f"{self.path}: member {member} {why}")
-
-    def _count(self, member: tarfile.TarInfo) -> None:
-        self.files += 1
-        if self.files > self.limits.max_files:
-            raise UnsafePackage(
-                f"{self.path}: more than {self.limits.max_files} members "
-                f"(limit; set ${MAX_FILES_ENV} to raise)"
-            )
-        if member.isreg():
-            self.bytes += max(0, member.size)
-            if self.bytes > self.max_bytes:
-                which = MAX_BYTES_ENV if self.max_bytes == self.limits.max_bytes else MAX_RATIO_ENV
-                raise UnsafePackage(
-                    f"{self.path}: expands to more than {self.max_bytes} bytes at member "
-                    f"{member.name} (limit: {self.limits.max_ratio}x its size, at most "
-                    f"{self.limits.max_bytes}; set ${which} to raise)"
-                )
 
     def _parent(self, rel: str) -> Path:
         """The member's folder under dest, created as real directories (never through a symlink)."""
@@ -303,7 +338,6 @@ class SafeExtractor:
                 tarfile.FIFOTYPE: "a FIFO",
             }.get(member.type, f"an unsupported member type ({member.type!r})")
             raise self._refuse(rel, f"is {kind}")
-        self._count(member)
         parent = self._parent(rel)
         target = parent / rel.rsplit("/", 1)[-1]
         if member.isdir():
@@ -354,7 +388,7 @@ def safe_extract(path: Path, dest: Path, limits: Limits | None = None) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     extractor = SafeExtractor(path, dest, limits)
     try:
-        for tar, member in iter_members(path):
+        for tar, member in iter_members(path, budget=extractor.budget):
             extractor.add(tar, member)
     except UsageError:
         raise
@@ -400,20 +434,48 @@ class _ZipAsTar:
         return self.zf.open(self.infos[id(member)])
 
 
-def _source_members(path: Path) -> Iterator[tuple[Any, tarfile.TarInfo]]:
+def source_members(path: Path, budget: Budget) -> Iterator[tuple[Any, tarfile.TarInfo]]:
+    """(reader, member) for each member of a source archive (tar, any compression, or zip), in
+    order, each charged to `budget` before it is yielded; read as a stream, never seeking back."""
     with open_regular(path) as fh:
         if zipfile.is_zipfile(fh):
             fh.seek(0)
             with zipfile.ZipFile(fh) as zf:
                 reader = _ZipAsTar(zf)
                 for info in zf.infolist():
-                    yield reader, reader.member(path, info)
+                    member = reader.member(path, info)
+                    budget.charge(member.name, member.size if member.isreg() else 0)
+                    yield reader, member
             return
         fh.seek(0)
-        with tarfile.open(fileobj=fh, mode="r|*", encoding="utf-8", errors="strict") as tar:
+        with (
+            _decompressed(fh) as stream,
+            tarfile.open(fileobj=stream, mode="r|", encoding="utf-8", errors="strict") as tar,
+        ):
             for member in tar:
                 member.name = member_name(path, member.name)
+                budget.charge(member.name, member.size if member.isreg() else 0)
                 yield tar, member
+
+
+@contextmanager
+def _decompressed(fh: IO[bytes]) -> Iterator[IO[bytes]]:
+    """The tar stream inside a gzip, bzip2 or xz file (or the file itself), through the readers
+    that take concatenated streams: pbzip2 and pigz write release tarballs of many streams, which
+    tarfile's own stream mode stops after the first of."""
+    magic = fh.read(6)
+    fh.seek(0)
+    if magic.startswith(b"\x1f\x8b"):
+        with gzip.GzipFile(fileobj=fh) as stream:
+            yield stream  # type: ignore[misc]
+    elif magic.startswith(b"BZh"):
+        with bz2.BZ2File(fh) as stream:
+            yield stream  # type: ignore[misc]
+    elif magic.startswith(b"\xfd7zXZ\x00"):
+        with lzma.LZMAFile(fh) as stream:
+            yield stream  # type: ignore[misc]
+    else:
+        yield fh
 
 
 def safe_extract_source(path: Path, dest: Path, limits: Limits | None = None) -> Path:
@@ -424,7 +486,7 @@ def safe_extract_source(path: Path, dest: Path, limits: Limits | None = None) ->
     dest.mkdir(parents=True, exist_ok=True)
     extractor = SafeExtractor(path, dest, limits or Limits.for_sources())
     try:
-        for reader, member in _source_members(path):
+        for reader, member in source_members(path, extractor.budget):
             extractor.add(reader, member)
     except UsageError:
         raise

@@ -10,6 +10,7 @@ nothing it needs would come from there (condapipe.plan.resolve decides).
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from ruamel.yaml import YAML
 from condapipe.errors import UsageError
 
 TIMEOUT_ENV = "CONDAPIPE_CHANNEL_TIMEOUT"
+_MAX_TIMEOUT_S = 86_400  # a day: longer is a typo (and inf or nan cannot become a timer)
 # A name no channel has: probing with it fetches a channel's index (or shard index) and nothing more.
 _PROBE_NAME = "condapipe-channel-probe"
 # rattler's error texts for a network that does not answer (DNS, refused, reset, timed out, TLS).
@@ -87,9 +89,12 @@ def channel_timeout(environ: Mapping[str, str] | None = None) -> float:
         try:
             value = float(raw)
         except ValueError:
-            raise UsageError(f"{TIMEOUT_ENV}={raw!r}: give a number of seconds") from None
-        if value <= 0:
-            raise UsageError(f"{TIMEOUT_ENV}={raw!r}: give a positive number of seconds")
+            raise UsageError(f"{TIMEOUT_ENV}={raw[:40]!r}: give a number of seconds") from None
+        if not math.isfinite(value) or not 0 < value <= _MAX_TIMEOUT_S:
+            shown = raw if len(raw) <= 40 else raw[:37] + "..."
+            raise UsageError(
+                f"{TIMEOUT_ENV}={shown!r}: give a number of seconds above 0 and at most {_MAX_TIMEOUT_S}"
+            )
         return value
     return float(channel_data()["channel_timeout_s"])
 

@@ -7,6 +7,11 @@ gives the same bytes: no timestamps, no machine paths. Each variant job runs
 `condapipe build … --variant ID` into its own channel, which travels to the jobs that need it and to
 the publish job as a CI artifact; the publish job merges them, re-indexes, verifies and uploads with
 the token from the CI secret (an environment variable condapipe.publish.tokens reads, never the file).
+
+condapipe itself is not published on PyPI, so the runners never `pip install condapipe` by name (anyone
+who later registered that name would run code on them): by default a first job builds a wheel from the
+repository the workflow runs in, at the workflow's own commit, and every job installs that wheel;
+`--install` may name a direct reference instead (`condapipe @ git+https://…@REV`, a wheel URL).
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ TOKEN_ENV = TOKEN_ENV_VARS[-1]  # ANACONDA_API_TOKEN: anaconda-client's name, re
 TOKEN_SECRET = TOKEN_ENV
 UPLOAD_CHANNEL_ENV = "ANACONDA_CHANNEL"  # the anaconda.org owner (given to `plan`, else a CI variable)
 INSTALL_ENV = "CONDAPIPE_REQUIREMENT"  # the pip requirement the runners install
+FROM_REPOSITORY = "."  # --install default: a wheel built from the workflow's own repository and commit
+WHEEL_JOB = "condapipe-wheel"  # the job (and artifact) that builds it
+WHEEL_DIR = "condapipe-wheel"
 ARTIFACT_PREFIX = "packages-"
 # The actions the workflow uses, at majors that run on node24 (actionlint flags node20 ones, whose
 # runtime GitHub removes in September 2026). upload-artifact >= 4 and download-artifact >= 4 share
@@ -60,7 +68,7 @@ class CiRequest:
     build_flags: tuple[str, ...] = ()  # --engine, -c, --no-test, --compile-cache … as given to plan
     runs_on: str = "ubuntu-latest"
     python: str = "3.12"  # the runner's Python for condapipe itself
-    install: str = "condapipe"  # pip requirement that installs condapipe on the runner
+    install: str = FROM_REPOSITORY  # "." (a wheel of this repository's commit) or a direct reference
     upload_channel: str | None = None  # anaconda.org owner; None: the ANACONDA_CHANNEL variable
 
 
@@ -201,7 +209,7 @@ def _check(plan_variants: Sequence[CiVariant], request: CiRequest) -> None:
     texts = [request.package, *request.spec_flags, *request.build_flags, request.runs_on, request.python]
     _check_text([*texts, request.install, request.upload_channel or ""])
     keys = [_job_key(v.id) for v in plan_variants]
-    if len(set(keys)) != len(keys) or "publish" in keys:
+    if len(set(keys)) != len(keys) or "publish" in keys or WHEEL_JOB in keys:
         raise UsageError(f"variant IDs collide as CI job names: {', '.join(keys)}")
 
 
@@ -212,6 +220,23 @@ def emit_json(plan: Plan, request: CiRequest) -> str:
     doc = {
         "format": "condapipe-ci/1",
         "package": request.package,
+        "install": (
+            {
+                "wheel_from_repository": [
+                    "python",
+                    "-m",
+                    "pip",
+                    "wheel",
+                    "--no-deps",
+                    "--wheel-dir",
+                    WHEEL_DIR,
+                    ".",
+                ],
+                "then": f"python -m pip install {WHEEL_DIR}/*.whl in every job",
+            }
+            if request.install == FROM_REPOSITORY
+            else {"requirement": request.install}
+        ),
         "variants": [
             {
                 "id": v.id,
@@ -233,8 +258,23 @@ def emit_json(plan: Plan, request: CiRequest) -> str:
 
 
 def _setup_steps(request: CiRequest) -> list[dict[str, object]]:
+    """Python, then condapipe: the wheel the first job built, or the --install direct reference."""
+    python = {"uses": ACTIONS["setup-python"], "with": {"python-version": request.python}}
+    if request.install == FROM_REPOSITORY:
+        return [
+            python,
+            {
+                "name": "Fetch the condapipe wheel",
+                "uses": ACTIONS["download-artifact"],
+                "with": {"name": WHEEL_JOB, "path": WHEEL_DIR},
+            },
+            {
+                "name": "Install condapipe",
+                "run": f"shopt -s failglob\npython -m pip install {WHEEL_DIR}/*.whl\n",
+            },
+        ]
     return [
-        {"uses": ACTIONS["setup-python"], "with": {"python-version": request.python}},
+        python,
         {
             "name": "Install condapipe",
             "env": {INSTALL_ENV: request.install},
@@ -243,11 +283,35 @@ def _setup_steps(request: CiRequest) -> list[dict[str, object]]:
     ]
 
 
+def _wheel_job(request: CiRequest) -> dict[str, object]:
+    """The job that builds condapipe's wheel from the repository at the workflow's commit."""
+    return {
+        "name": "condapipe wheel from this repository",
+        "runs-on": request.runs_on,
+        "steps": [
+            {"uses": ACTIONS["checkout"]},
+            {"uses": ACTIONS["setup-python"], "with": {"python-version": request.python}},
+            {
+                "name": "Build the condapipe wheel",
+                "run": f"python -m pip wheel --no-deps --wheel-dir {WHEEL_DIR} .",
+            },
+            {
+                "name": "Hand on the wheel",
+                "uses": ACTIONS["upload-artifact"],
+                "with": {"name": WHEEL_JOB, "path": WHEEL_DIR, "if-no-files-found": "error"},
+            },
+        ],
+    }
+
+
 def emit_github_actions(plan: Plan, request: CiRequest) -> str:
     """A GitHub Actions workflow (manual trigger): one job per variant, then `publish`."""
     variants = ci_variants(plan)
     _check(variants, request)
     jobs: dict[str, object] = {}
+    wheel = request.install == FROM_REPOSITORY
+    if wheel:
+        jobs[WHEEL_JOB] = _wheel_job(request)
     for v in variants:
         steps: list[dict[str, object]] = [{"uses": ACTIONS["checkout"]}, *_setup_steps(request)]
         for dep in v.needs:
@@ -268,8 +332,10 @@ def emit_github_actions(plan: Plan, request: CiRequest) -> str:
             }
         )
         job: dict[str, object] = {"name": v.id, "runs-on": request.runs_on}
-        if v.needs:
-            job["needs"] = [_job_key(dep) for dep in v.needs]
+        needs = [WHEEL_JOB] if wheel else []
+        needs += [_job_key(dep) for dep in v.needs]
+        if needs:
+            job["needs"] = needs
         job["steps"] = steps
         jobs[_job_key(v.id)] = job
     (index, _), (verify, _), (upload, upload_env) = (_shell(words) for words in publish_words(request))
@@ -279,7 +345,7 @@ def emit_github_actions(plan: Plan, request: CiRequest) -> str:
     jobs["publish"] = {
         "name": "verify and publish",
         "runs-on": request.runs_on,
-        "needs": [_job_key(v.id) for v in variants],
+        "needs": [*([WHEEL_JOB] if wheel else []), *(_job_key(v.id) for v in variants)],
         "steps": [
             *_setup_steps(request),
             {

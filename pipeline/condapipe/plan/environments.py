@@ -9,10 +9,12 @@ recipe model in memory (nothing written); recipe directories from their recipe.y
 from __future__ import annotations
 
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from condapipe.errors import UsageError
+from condapipe.scratch import scratch_dir
 
 if TYPE_CHECKING:
     from condapipe.plan.jobs import Job
@@ -126,8 +128,8 @@ def render_job(job: Job, build_platform: str, run_tests: bool) -> list[RecipeFac
     meta.yaml exists (conda-build renders and solves that itself, before it compiles)."""
     # py-rattler-build writes a recipe given as text into a folder (a temp one of its own, never
     # removed, unless told where): a scratch folder of ours, removed afterwards.
-    with tempfile.TemporaryDirectory(prefix="condapipe-render-") as scratch:
-        return _render_job(job, build_platform, run_tests, Path(scratch))
+    with scratch_dir("condapipe-render-") as scratch:
+        return _render_job(job, build_platform, run_tests, scratch)
 
 
 def _render_job(job: Job, build_platform: str, run_tests: bool, scratch: Path) -> list[RecipeFacts]:
@@ -137,7 +139,6 @@ def _render_job(job: Job, build_platform: str, run_tests: bool, scratch: Path) -
     from condapipe.engines.recipe_skip import is_skipped
     from condapipe.engines.recipe_variants import load_variant_config, recipe_variant_file
     from condapipe.engines.render_error import engine_message
-    from condapipe.errors import UsageError
 
     recipe_dir: Path | None = None
     if job.spec is not None:

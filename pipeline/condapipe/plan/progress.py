@@ -35,7 +35,15 @@ class StepDisplay:
 
     def __enter__(self) -> StepDisplay:
         if self.use_live:
-            self._live = Live(self._table(), console=self.console, refresh_per_second=2, transient=True)
+            # Not transient: the final table stays on the terminal (whole: vertical_overflow), and
+            # the summary after it does not print the steps again (print_summary(steps_shown=True)).
+            self._live = Live(
+                self._table(),
+                console=self.console,
+                refresh_per_second=2,
+                transient=False,
+                vertical_overflow="visible",
+            )
             self._live.__enter__()
         return self
 

@@ -9,7 +9,10 @@ written as JSON for scripts and Markdown for humans (CI job summaries, bug repor
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,15 +63,56 @@ def _package_entry(result: StepResult, by_id: dict[str, StepResult]) -> list[dic
     return entries
 
 
-def install_hint(channel: Path, names: list[str]) -> str:
-    """The command that installs the built packages from the local channel."""
+def _dependency_flags(channels: Sequence[str] | None) -> list[str]:
+    """The `condapipe env` flags that search what the build searched: nothing for the default
+    channels (or unknown ones: None), -c for others (a -c list replaces the default, as in the
+    build), --offline when the build searched no dependency channel (the --build-tools wheels
+    channel holds build tools only)."""
+    from condapipe.plan.channels import channel_data
+
+    if channels is None:
+        return []
+    deps = [c for c in channels if not c.rstrip("/").endswith("/tool-channel")]
+    if not deps:
+        return ["--offline"]
+    if deps == [str(c) for c in channel_data()["default_channels"]]:
+        return []
+    return [w for c in deps for w in ("-c", c)]
+
+
+def env_hint(channel: Path, names: list[str], channels: Sequence[str] | None = None) -> str:
+    """The condapipe command that makes an environment of the built packages and checks them: it
+    needs no conda (py-rattler), so it works on every machine that ran the build."""
     if not names:
         return ""
+    words = ["condapipe", "env", *sorted(set(names)), "-p", "./env"]
+    if channel.resolve() != Path("channel").resolve():
+        words += ["--output-dir", str(channel.resolve())]
+    return shlex.join([*words, *_dependency_flags(channels)])
+
+
+def install_hint(
+    channel: Path, names: list[str], *, conda: bool | None = None, channels: Sequence[str] | None = None
+) -> str:
+    """The command that installs the built packages: conda's where conda is on PATH, else
+    `condapipe env` (`conda`: whether conda is there; None: look on PATH)."""
+    if not names:
+        return ""
+    if conda is None:
+        conda = shutil.which("conda") is not None
+    if not conda:
+        return env_hint(channel, names, channels)
     return f"conda install -c {channel.resolve().as_uri()} {' '.join(sorted(set(names)))}"
 
 
-def build_report(plan: Plan, result: PlanResult | None, *, error: str | None = None) -> dict[str, Any]:
-    """The report as data (what report.json holds)."""
+def build_report(
+    plan: Plan,
+    result: PlanResult | None,
+    *,
+    error: str | None = None,
+    channels: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """The report as data (what report.json holds); `channels`: the build's dependency channels."""
     results = list(result.results) if result else []
     by_id = {r.step.id: r for r in results}
     details = [
@@ -100,7 +144,8 @@ def build_report(plan: Plan, result: PlanResult | None, *, error: str | None = N
         "prerequisites_from_channels": from_channels,
         # outputs the recipe skips on this platform (build/skip): built and published nowhere
         "skipped": [str(name) for r in builds if r.record for name in r.record.data.get("skipped", [])],
-        "install": install_hint(plan.output_dir, [p["name"] for p in main]),
+        "install": install_hint(plan.output_dir, [p["name"] for p in main], channels=channels),
+        "check": env_hint(plan.output_dir, [p["name"] for p in main], channels),
     }
 
 
@@ -124,6 +169,8 @@ def to_markdown(report: dict[str, Any]) -> str:
         lines.append(f"- error: {report['error']}")
     if report["install"]:
         lines.append(f"- install: `{report['install']}`")
+    if report.get("check") and report["check"] != report["install"]:
+        lines.append(f"- install and check (no conda needed): `{report['check']}`")
     lines += ["", "## Steps", "", "| step | status | seconds | why | log |", "|---|---|---:|---|---|"]
     for s in report["steps"]:
         why = s["error"] or s["reason"]
@@ -193,15 +240,26 @@ def _print_packages(report: dict[str, Any], console: Console) -> None:
         console.print(line, soft_wrap=True, markup=False, highlight=False)
 
 
-def print_summary(report: dict[str, Any], console: Console, paths: tuple[Path, Path] | None = None) -> None:
-    """The final table: steps, packages, and how to install them."""
-    steps = Table(title=f"condapipe: {'done' if report['ok'] else 'FAILED'} in {report['seconds']:.1f} s")
-    for col in ("step", "status", "time", "why"):
-        steps.add_column(col, justify="right" if col == "time" else "left", no_wrap=col == "step")
-    for s in report["steps"]:
-        why = s["error"] or s["reason"]
-        steps.add_row(Text(s["id"]), Text(s["status"]), f"{s['seconds']:.1f}s", Text(why))
-    console.print(steps)
+def print_summary(
+    report: dict[str, Any],
+    console: Console,
+    paths: tuple[Path, Path] | None = None,
+    *,
+    steps_shown: bool = False,
+) -> None:
+    """The final table: steps (unless the live display left them on the terminal), packages, and
+    how to install and check them."""
+    verdict = f"condapipe: {'done' if report['ok'] else 'FAILED'} in {report['seconds']:.1f} s"
+    if steps_shown:
+        console.print(verdict, soft_wrap=True, markup=False, highlight=False)
+    else:
+        steps = Table(title=verdict)
+        for col in ("step", "status", "time", "why"):
+            steps.add_column(col, justify="right" if col == "time" else "left", no_wrap=col == "step")
+        for s in report["steps"]:
+            why = s["error"] or s["reason"]
+            steps.add_row(Text(s["id"]), Text(s["status"]), f"{s['seconds']:.1f}s", Text(why))
+        console.print(steps)
     if report["package_details"]:
         _print_packages(report, console)
     lines = [f"prerequisite {note}" for note in report["prerequisites_from_channels"]]
@@ -210,6 +268,8 @@ def print_summary(report: dict[str, Any], console: Console, paths: tuple[Path, P
     lines.append(f"channel: {report['channel']}")
     if report["install"]:
         lines.append(f"install: {report['install']}")
+    if report.get("check") and report["check"] != report["install"]:
+        lines.append(f"install and check (no conda needed): {report['check']}")
     if paths:
         lines.append(f"report: {paths[0]} and {paths[1]}")
     for line in lines:

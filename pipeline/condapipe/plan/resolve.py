@@ -235,10 +235,13 @@ async def _available_names(gw: Any, sources: list[Any], platform: str, names: se
     return found
 
 
-def _fix_for(name: str, down: Sequence[ChannelStatus] = ()) -> str:
+def _fix_for(name: str, down: Sequence[ChannelStatus] = (), *, tools_in_use: bool = False) -> str:
     """The fix data/channels.yaml names for `name`; else, when a remote channel did not answer,
-    the network (it may well have the package), else the generic advice."""
+    the network (it may well have the package), else the generic advice. With the --build-tools
+    wheels channel already in use, "--build-tools wheels" is no fix: it was given."""
     for entry in channel_data()["missing_fixes"]:
+        if tools_in_use and str(entry["fix"]).startswith("--build-tools wheels"):
+            continue
         if any(fnmatch.fnmatchcase(name, pattern) for pattern in entry["names"]):
             return str(entry["fix"])
     if down:
@@ -305,6 +308,7 @@ def resolve_plan(
             skipped.append(job.label)
         recipes.extend(facts)
     usable = [c.channel for c in channels if c.usable]
+    tools = bool(extra_planned) or any(c.channel.rstrip("/").endswith("/tool-channel") for c in channels)
     unreachable = [c for c in channels if c.state == "unreachable"]
     down = unreachable
     notes: list[str] = []
@@ -339,7 +343,7 @@ def resolve_plan(
                 entry = missing.get(name)
                 who = f"{env.job} ({env.kind})"
                 if entry is None:
-                    missing[name] = Missing(name, spec, (who,), _fix_for(name, down))
+                    missing[name] = Missing(name, spec, (who,), _fix_for(name, down, tools_in_use=tools))
                 elif who not in entry.needed_by:
                     missing[name] = Missing(name, entry.spec, (*entry.needed_by, who), entry.fix)
             if absent:

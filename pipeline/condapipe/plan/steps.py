@@ -269,6 +269,7 @@ def test_action(fix_step: str, options: PlanOptions) -> Action:
     def run(ctx: StepContext) -> StepOutcome:
         import rattler_build
 
+        from condapipe.plan.test_child import run_in_child
         from condapipe.publish.channel import ensure_channel
 
         ensure_channel(options.output_dir)  # an unindexed local channel makes rattler-build's test fail
@@ -282,15 +283,15 @@ def test_action(fix_step: str, options: PlanOptions) -> Action:
             if not package.test_count:
                 results[pkg.name] = _run_conda_build_tests(ctx, pkg, channels)
                 continue
-            try:
-                outcomes = package.run_tests(channel=channels)
-            except rattler_build.RattlerBuildError as exc:
+            done = run_in_child("tests", pkg, channels, ctx.log)  # its progress bars off the terminal
+            if "error" in done:
                 raise BuildFailed(
-                    f"tests of {pkg.name} could not run: {exc}", log_path=str(ctx.log.path)
-                ) from None
+                    f"tests of {pkg.name} could not run: {done['error']}", log_path=str(ctx.log.path)
+                )
+            outcomes = done["outcomes"]
             for outcome in outcomes:
-                ctx.log.write("\n".join(outcome.output))
-            failed = [o.test_index for o in outcomes if not o.success]
+                ctx.log.write("\n".join(outcome["output"]))
+            failed = [o["index"] for o in outcomes if not o["success"]]
             if failed:
                 raise BuildFailed(f"tests {failed} of {pkg.name} failed", log_path=str(ctx.log.path))
             results[pkg.name] = f"{len(outcomes)} passed"

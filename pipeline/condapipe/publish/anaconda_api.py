@@ -115,7 +115,7 @@ def timeout_from_env(environ: dict[str, str] | None = None) -> float | None:
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value <= 0 or value > 86400:
-        raise UsageError(f"${TIMEOUT_ENV}={raw!r}: expected seconds, a number > 0 and <= 86400")
+        raise UsageError(f"${TIMEOUT_ENV}={raw[:40]!r}: expected seconds, a number > 0 and <= 86400")
     return value
 
 
@@ -481,6 +481,7 @@ def normalize_site_url(url: str) -> str:
     url = url.strip().rstrip("/")
     if not url:
         raise ValueError("empty site URL")
-    if not url.startswith(("http://", "https://")):
-        url = "https://" + url
-    return url
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme.lower() in ("http", "https"):
+        return f"{scheme.lower()}://{rest}"  # HTTP://host is http://host, not https://HTTP://host
+    return "https://" + url

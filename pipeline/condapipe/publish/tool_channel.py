@@ -23,7 +23,6 @@ import hashlib
 import os
 import stat
 import sysconfig
-import tempfile
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -32,12 +31,13 @@ from pathlib import Path, PurePosixPath
 
 from condapipe.errors import EnvironmentProblem, UsageError
 from condapipe.package.conda_writer import PackageFile, index_json, write_conda
+from condapipe.package.safe_extract import STREAM_ERRORS, Budget, Limits
 from condapipe.publish.channel import index_channel
+from condapipe.safe_paths import open_regular
+from condapipe.scratch import scratch_dir
 
 TOOLS = ("cmake", "ninja")
 BUILD_STRING = "pypi_wheel_0"
-_MAX_WHEEL_BYTES = 2 << 30  # a cmake wheel expands to ~100 MB; refuse absurd archives
-_MAX_MEMBERS = 50_000
 _ARCH = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}
 
 
@@ -150,12 +150,12 @@ def from_wheel(path: Path, name: str) -> ToolSource:
         raise UsageError(f"{path}: not a wheel file")
     dist_version = path.name.split("-")[1] if path.name.count("-") >= 4 else ""
     files: dict[str, ToolFile] = {}
-    total = 0
+    budget = Budget(path, Limits.for_wheels())  # the bounds every archive reader shares
     try:
-        with zipfile.ZipFile(path) as wheel:
+        with open_regular(path) as fh, zipfile.ZipFile(fh) as wheel:
             infos = wheel.infolist()
-            if len(infos) > _MAX_MEMBERS:
-                raise UsageError(f"{path}: {len(infos)} members, more than a tool wheel has")
+            for info in infos:
+                budget.charge(info.filename, 0 if info.is_dir() else info.file_size)
             for info in infos:
                 rel = _data_path(name, info.filename)
                 if rel is None or info.is_dir():
@@ -163,12 +163,11 @@ def from_wheel(path: Path, name: str) -> ToolSource:
                 mode = info.external_attr >> 16
                 if stat.S_ISLNK(mode):
                     continue
-                total += info.file_size
-                if total > _MAX_WHEEL_BYTES:
-                    raise UsageError(f"{path}: expands to more than {_MAX_WHEEL_BYTES >> 20} MiB")
                 _add(files, rel, wheel.read(info), bool(mode & stat.S_IXUSR))
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise UsageError(f"{path}: not a readable wheel ({exc})") from None
+    except UsageError:
+        raise
+    except STREAM_ERRORS as exc:
+        raise UsageError(f"{path}: not a readable wheel ({type(exc).__name__}: {exc})") from None
     return _checked(name, dist_version, f"wheel {path.name}", "", files)
 
 
@@ -243,7 +242,7 @@ def make_tool_channel(
         # The package is the same bytes every time (conda_writer is deterministic): a file already
         # at its name is kept only when its sha256 is that of the package made now; anything else
         # there (an older build, a planted package) is replaced before the channel is indexed.
-        with tempfile.TemporaryDirectory(prefix=".tool-package-", dir=folder) as scratch:
+        with scratch_dir(".tool-package-", folder) as scratch:
             made = write_package(tool, Path(scratch), subdir)
             if not _same_bytes(dest, made):
                 os.replace(made, dest)

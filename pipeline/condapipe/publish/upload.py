@@ -40,7 +40,6 @@ import logging
 import os
 import re
 import stat
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -67,7 +66,14 @@ from condapipe.publish.tokens import Token, redact
 from condapipe.publish.upload_order import upload_order
 from condapipe.publish.upload_result import FileOutcome, Status
 from condapipe.safe_paths import open_regular
-from condapipe.value_rules import check_owner, is_label_name, is_owner_name, parse_url
+from condapipe.scratch import scratch_dir
+from condapipe.value_rules import (
+    check_owner,
+    is_label_name,
+    is_owner_name,
+    parse_url,
+    refuse_url_credentials,
+)
 
 log = logging.getLogger("condapipe.publish.upload")
 T = TypeVar("T")
@@ -193,7 +199,10 @@ def resolve_site_url(flag: str | None, configured_upload: Mapping[str, Any]) -> 
     if configured is not None and not isinstance(configured, str):
         raise UsageError("upload.site_url in the config file must be a string")
     url = flag or configured or anaconda_client_site_url() or DEFAULT_SITE_URL
-    parse_url(url.strip(), "the upload site URL")  # a bad host or port is one line, not a crash later
+    parts = parse_url(url.strip(), "the upload site URL")  # a bad host or port: one line, not a crash later
+    refuse_url_credentials(
+        parts, "the upload site URL", "give the token in $ANACONDA_API_TOKEN or --token-file"
+    )
     try:
         return normalize_site_url(url)
     except ValueError:
@@ -613,7 +622,7 @@ def upload_one(
 
     Without state_dir the --force backups live in a temporary directory (not resumable)."""
     if state_dir is None:
-        with tempfile.TemporaryDirectory(prefix="condapipe-upload-") as tmp:
+        with scratch_dir("condapipe-upload-") as tmp:
             return upload_one(
                 site,
                 owner,
@@ -750,7 +759,7 @@ def upload_to_anaconda(
     _start(site, token, owner, retry, sleep)
     with contextlib.ExitStack() as stack:
         if state_dir is None:
-            state_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="condapipe-upload-")))
+            state_dir = stack.enter_context(scratch_dir("condapipe-upload-"))
         outcomes: list[FileOutcome] = []
         for info in packages:
             if info.path in blocked:

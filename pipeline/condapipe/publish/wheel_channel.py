@@ -19,15 +19,19 @@ is an ordinary package for CPython X.Y, as with conda-forge's python of the same
 
 from __future__ import annotations
 
+import email.message
 import email.parser
 import platform
 import re
 import stat
 import sys
 import zipfile
-from collections.abc import Sequence
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
+from typing import IO
 
 from packaging.markers import Marker, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
@@ -36,12 +40,13 @@ from packaging.utils import canonicalize_name
 from condapipe.buildspec.tables import pypi_conda_names, wheel_dev_links
 from condapipe.errors import EnvironmentProblem, UsageError
 from condapipe.package.conda_writer import PREFIX_PLACEHOLDER, PackageFile, index_json, write_conda
+from condapipe.package.safe_extract import STREAM_ERRORS, Budget, Limits
 from condapipe.publish.channel import index_channel
 from condapipe.publish.wheel_bytecode import bytecode_files
+from condapipe.safe_paths import open_regular
+from condapipe.value_rules import check_package_part
 
 PYTHON_BUILD = "machine_venv_0"
-_MAX_WHEEL_BYTES = 4 << 30  # mkl 2023.1's wheel expands to about 1 GB
-_MAX_MEMBERS = 200_000
 _WHEEL_NAME = re.compile(
     r"^(?P<name>[A-Za-z0-9_.]+)-(?P<version>[A-Za-z0-9_.!+]+)(-\d[A-Za-z0-9_.]*)?"
     r"-(?P<py>[A-Za-z0-9_.]+)-(?P<abi>[A-Za-z0-9_.]+)-(?P<plat>[A-Za-z0-9_.]+)\.whl$"
@@ -248,41 +253,89 @@ def _entry_points(text: str) -> list[tuple[str, str, str]]:
     return found
 
 
+_SCRIPT_MAX = 1 << 20  # `#!python` scripts are rewritten in memory; larger bin/ files are streamed
+
+
+def _metadata(wheel: zipfile.ZipFile, path: Path, dist_info: str) -> email.message.Message:
+    """The wheel's METADATA, read with a bound (a header file, not a payload)."""
+    info = wheel.getinfo(f"{dist_info}/METADATA")
+    if info.file_size > _SCRIPT_MAX:
+        raise UsageError(f"{path}: METADATA is larger than {_SCRIPT_MAX >> 20} MiB")
+    return email.parser.BytesParser().parsebytes(wheel.read(info))
+
+
+def _identity(meta: email.message.Message, dist_name: str, dist_version: str, path: Path) -> tuple[str, str]:
+    """(conda name, conda version) from METADATA, each checked by value_rules before it names a file:
+    `Version: 1.0/../../x` would otherwise put the package outside the channel."""
+    where = f"{path.name}: METADATA"
+    pypi = check_package_part("pypi_name", meta.get("Name") or dist_name, f"{where} Name")
+    raw_version = meta.get("Version") or dist_version
+    check_package_part("package_version", _conda_version(str(raw_version)), f"{where} Version")
+    name = check_package_part("package_name", conda_name(pypi), f"{where} Name")
+    return name, _conda_version(str(raw_version))
+
+
+def _member_opener(path: Path, member: str) -> Callable[[], AbstractContextManager[IO[bytes]]]:
+    """Opens one wheel member as a stream, when the package is written (the zip's CRC checks it)."""
+
+    @contextmanager
+    def opened() -> Iterator[IO[bytes]]:
+        with open_regular(path) as fh, zipfile.ZipFile(fh) as wheel, wheel.open(member) as stream:
+            yield stream
+
+    return opened
+
+
+def _checked_infos(wheel: zipfile.ZipFile, path: Path) -> list[zipfile.ZipInfo]:
+    """The wheel's members, each charged to the archive bounds every reader shares (members,
+    expanded size, compression ratio: condapipe.package.safe_extract.Limits.for_wheels)."""
+    budget = Budget(path, Limits.for_wheels())
+    infos = wheel.infolist()
+    for info in infos:
+        budget.charge(info.filename, 0 if info.is_dir() else info.file_size)
+    return infos
+
+
 def wheel_package(path: Path, target: TargetPython) -> WheelPackage:
-    """The conda package of one wheel file for `target`; the archive is read, never extracted."""
+    """The conda package of one wheel file for `target`; the archive is read, never extracted, and
+    its members are streamed into the package when it is written (never held in memory)."""
     path = Path(path)
     match = _wheel_name(path, target)
     dist_name, dist_version = match["name"], match["version"]
     dist_info, dist_data = f"{dist_name}-{dist_version}.dist-info", f"{dist_name}-{dist_version}.data"
     files: dict[str, PackageFile] = {}
-    total = 0
     try:
-        with zipfile.ZipFile(path) as wheel:
-            infos = wheel.infolist()
-            if len(infos) > _MAX_MEMBERS:
-                raise UsageError(f"{path}: {len(infos)} members, more than a wheel of a package has")
-            meta = email.parser.BytesParser().parsebytes(wheel.read(f"{dist_info}/METADATA"))
+        with open_regular(path) as fh, zipfile.ZipFile(fh) as wheel:
+            infos = _checked_infos(wheel, path)
+            meta = _metadata(wheel, path, dist_info)
+            name, version = _identity(meta, dist_name, dist_version, path)
             for info in infos:
                 if info.is_dir() or stat.S_ISLNK(info.external_attr >> 16):
                     continue
                 rel = _member_path(dist_data, canonicalize_name(dist_name), info.filename, target)
-                total += info.file_size
-                if total > _MAX_WHEEL_BYTES:
-                    raise UsageError(f"{path}: expands to more than {_MAX_WHEEL_BYTES >> 20} MiB")
-                data = wheel.read(info)
-                script = rel.startswith("bin/") and data.startswith(b"#!python")
+                executable = bool((info.external_attr >> 16) & stat.S_IXUSR)
+                script = False
+                if rel.startswith("bin/") and info.file_size <= _SCRIPT_MAX:
+                    data = wheel.read(info)
+                    script = data.startswith(b"#!python")
                 if script:
                     data = f"#!{PREFIX_PLACEHOLDER}/bin/python".encode() + data[len(b"#!python") :]
-                executable = script or bool((info.external_attr >> 16) & stat.S_IXUSR)
-                files[rel] = PackageFile(rel, data, executable, has_prefix=script)
+                    files[rel] = PackageFile(rel, data, True, has_prefix=True)
+                else:
+                    opener = _member_opener(path, info.filename)
+                    files[rel] = PackageFile(rel, executable=executable, source=opener, size=info.file_size)
             entry_points = f"{dist_info}/entry_points.txt"
-            scripts = (
-                _entry_points(wheel.read(entry_points).decode()) if entry_points in wheel.namelist() else []
-            )
+            scripts = []
+            if entry_points in wheel.namelist():
+                if wheel.getinfo(entry_points).file_size > _SCRIPT_MAX:
+                    raise UsageError(f"{path}: entry_points.txt is larger than {_SCRIPT_MAX >> 20} MiB")
+                scripts = _entry_points(wheel.read(entry_points).decode("utf-8", "replace"))
     except KeyError as exc:
         raise UsageError(f"{path}: not a wheel ({exc.args[0]} missing)") from None
-    except (zipfile.BadZipFile, OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: not a readable wheel ({exc})") from None
+    except UsageError:
+        raise
+    except STREAM_ERRORS as exc:
+        raise UsageError(f"{path}: not a readable wheel ({type(exc).__name__}: {exc})") from None
     for script, module, attr in scripts:
         rel = f"bin/{script}"
         files.setdefault(rel, PackageFile(rel, _launcher(module, attr), True, has_prefix=True))
@@ -292,13 +345,13 @@ def wheel_package(path: Path, target: TargetPython) -> WheelPackage:
         files[pyc.path] = pyc
     depends = [target.dependency]
     for line in meta.get_all("Requires-Dist") or ():
-        dep = conda_dependency(line, target)
+        dep = conda_dependency(str(line), target)
         if dep is not None:
             depends.append(dep)
     build = f"{target.tag}_pypi_wheel_0"  # files sit under lib/pythonX.Y: one package per CPython
     return WheelPackage(
-        name=conda_name(meta.get("Name") or dist_name),
-        version=_conda_version(meta.get("Version") or dist_version),
+        name=name,
+        version=version,
         build=build,
         depends=tuple(depends),
         license=str(meta.get("License-Expression") or meta.get("License") or "")[:200],
@@ -324,13 +377,9 @@ def wheel_listing(path: Path, target: TargetPython) -> WheelListing:
     dist_name, dist_version = match["name"], match["version"]
     dist_data = f"{dist_name}-{dist_version}.data"
     try:
-        with zipfile.ZipFile(path) as wheel:
-            infos = wheel.infolist()
-            if len(infos) > _MAX_MEMBERS:
-                raise UsageError(f"{path}: {len(infos)} members, more than a wheel of a package has")
-            meta = email.parser.BytesParser().parsebytes(
-                wheel.read(f"{dist_name}-{dist_version}.dist-info/METADATA")
-            )
+        with open_regular(path) as fh, zipfile.ZipFile(fh) as wheel:
+            infos = _checked_infos(wheel, path)
+            meta = _metadata(wheel, path, f"{dist_name}-{dist_version}.dist-info")
             paths = tuple(
                 _member_path(dist_data, canonicalize_name(dist_name), i.filename, target)
                 for i in infos
@@ -338,10 +387,12 @@ def wheel_listing(path: Path, target: TargetPython) -> WheelListing:
             )
     except KeyError as exc:
         raise UsageError(f"{path}: not a wheel ({exc.args[0]} missing)") from None
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise UsageError(f"{path}: not a readable wheel ({exc})") from None
-    name = conda_name(meta.get("Name") or dist_name)
-    return WheelListing(name, _conda_version(meta.get("Version") or dist_version), paths, path.name)
+    except UsageError:
+        raise
+    except STREAM_ERRORS as exc:
+        raise UsageError(f"{path}: not a readable wheel ({type(exc).__name__}: {exc})") from None
+    name, version = _identity(meta, dist_name, dist_version, path)
+    return WheelListing(name, version, paths, path.name)
 
 
 def dev_links(name: str, version: str, listings: list[WheelListing], origin: str) -> list[PackageFile]:
@@ -391,7 +442,14 @@ def make_wheel_channel(
         links = dev_links(pkg.name, pkg.version, listings, pkg.origin)
         if links:
             pkg = replace(pkg, files=tuple(sorted((*pkg.files, *links), key=lambda f: f.path)))
-        written.append(write_wheel_package(pkg, channel_dir / subdir, subdir))
+        try:
+            written.append(write_wheel_package(pkg, channel_dir / subdir, subdir))
+        except UsageError:
+            raise
+        except (zipfile.BadZipFile, EOFError, zlib.error) as exc:  # a member damaged past its header
+            raise UsageError(f"{wheel}: not a readable wheel ({type(exc).__name__}: {exc})") from None
+        except KeyError:  # the file was replaced between the first look and the packing
+            raise UsageError(f"{wheel}: the wheel changed while it was read; run again") from None
     if with_python:
         written.append(write_python_package(channel_dir / subdir, subdir))
     (channel_dir / "noarch").mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 from condapipe.errors import EnvironmentProblem, UsageError
 from condapipe.render.patch_catalog import PatchEntry, diff_target
+from condapipe.scratch import scratch_dir
 
 APPLIES = "applies"
 ALREADY_APPLIED = "already-applied"
@@ -173,7 +173,7 @@ def check_entries(entries: Sequence[PatchEntry], source: Path) -> list[CheckResu
     if not source.is_dir():
         raise UsageError(f"source tree {source} is not a directory")
     results: list[CheckResult] = []
-    with tempfile.TemporaryDirectory(prefix="condapipe-patch-check-") as tmp:
+    with scratch_dir("condapipe-patch-check-") as tmp:
         work = Path(tmp)
         for entry in entries:
             for target in entry.target_files:

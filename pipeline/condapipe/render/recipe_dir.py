@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import sys
-import tempfile
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +23,7 @@ from condapipe.render.syntax import bash_value
 from condapipe.render.v0 import conda_build_config, meta_yaml
 from condapipe.render.v1 import recipe_yaml, variants_yaml
 from condapipe.safe_paths import destination, replaceable
+from condapipe.scratch import scratch_dir
 
 if TYPE_CHECKING:
     from condapipe.buildspec.build_spec import BuildSpec
@@ -157,55 +155,33 @@ def write_files(files: dict[str, bytes], out_dir: Path, *, force: bool = False) 
     parent = out_dir.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=parent))
     except OSError as exc:
         raise UsageError(f"cannot write into {parent}: {exc.strerror}") from None
     try:
-        for name, data in files.items():
-            target = tmp / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-            if name.endswith(".sh"):
-                target.chmod(0o755)
-        tmp.chmod(0o755)
-        _swap_into_place(tmp, out_dir)
+        # removed however this ends, an interrupt included (renamed into place: nothing to remove)
+        with scratch_dir(f".{out_dir.name}.tmp-", parent) as tmp:
+            for name, data in files.items():
+                target = tmp / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+                if name.endswith(".sh"):
+                    target.chmod(0o755)
+            tmp.chmod(0o755)
+            _swap_into_place(tmp, out_dir)
     except OSError as exc:
-        _remove_tree(tmp)
         raise UsageError(f"cannot write {out_dir}: {exc.strerror or exc}") from None
-    except BaseException:
-        _remove_tree(tmp)
-        raise
     return replaced
-
-
-def _remove_tree(path: Path) -> None:
-    """Remove a folder we made or moved aside, even one whose folders are read-only."""
-
-    def retry_writable(func, failed, _exc) -> None:  # type: ignore[no-untyped-def]
-        try:
-            os.chmod(os.path.dirname(failed), 0o700)
-            func(failed)
-        except OSError:
-            pass
-
-    if path.exists() or path.is_symlink():
-        if sys.version_info >= (3, 12):
-            shutil.rmtree(path, onexc=retry_writable)
-        else:  # pragma: no cover - Python 3.11
-            shutil.rmtree(path, onerror=retry_writable)
 
 
 def _swap_into_place(tmp: Path, out_dir: Path) -> None:
     if out_dir.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=tmp.parent))
-        os.rename(out_dir, old / "dir")
-        try:
-            os.rename(tmp, out_dir)
-        except BaseException:
-            os.rename(old / "dir", out_dir)
-            raise
-        finally:
-            _remove_tree(old)
+        with scratch_dir(f".{out_dir.name}.old-", tmp.parent) as old:  # the replaced folder goes here
+            os.rename(out_dir, old / "dir")
+            try:
+                os.rename(tmp, out_dir)
+            except BaseException:
+                os.rename(old / "dir", out_dir)
+                raise
     else:
         os.rename(tmp, out_dir)
 

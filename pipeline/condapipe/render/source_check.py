@@ -12,8 +12,6 @@ and the patches that would have applied.
 from __future__ import annotations
 
 import re
-import tarfile
-import zipfile
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -21,6 +19,7 @@ from urllib.parse import unquote, urlparse
 
 from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.errors import UsageError
+from condapipe.package.safe_extract import STREAM_ERRORS, Budget, Limits, source_members
 from condapipe.render.families._common import family_data
 
 _MAX_VERSION_FILE = 1 << 20  # version files are small; a bigger member is not the one we want
@@ -51,37 +50,35 @@ def _from_tree(root: Path, rel: str) -> str | None:
 
 def _archive_members(archive: Path, wanted: set[str]) -> dict[str, str]:
     """The files `wanted` (paths below the archive's single top folder, or at its root) read from
-    inside a release archive, without unpacking it."""
+    inside a release archive, without unpacking it: a stream read under the same bounds as the
+    unpack (condapipe.package.safe_extract: members, expanded size, compression ratio), stopping
+    as soon as every wanted file was found."""
     found: dict[str, str] = {}
 
     def rel_of(name: str) -> str | None:
         parts = PurePosixPath(name).parts
         for skip in (1, 0):
             rel = "/".join(parts[skip:])
-            if rel in wanted and ".." not in parts:
+            if rel in wanted:
                 return rel
         return None
 
+    members = source_members(archive, Budget(archive, Limits.for_sources()))
     try:
-        if archive.name.endswith(".zip"):
-            with zipfile.ZipFile(archive) as zf:
-                for info in zf.infolist():
-                    rel = rel_of(info.filename)
-                    if rel and not info.is_dir() and info.file_size <= _MAX_VERSION_FILE:
-                        found.setdefault(rel, zf.read(info).decode("utf-8", errors="replace"))
-            return found
-        with tarfile.open(archive, mode="r:*") as tar:
-            for member in tar:
-                rel = rel_of(member.name)
-                if rel and member.isfile() and member.size <= _MAX_VERSION_FILE and rel not in found:
-                    handle = tar.extractfile(member)
-                    if handle is not None:
-                        found[rel] = handle.read().decode("utf-8", errors="replace")
-                if len(found) == len(wanted):
-                    break
-    except (tarfile.TarError, zipfile.BadZipFile, OSError, EOFError) as exc:
+        for reader, member in members:
+            rel = rel_of(member.name)
+            if rel and member.isfile() and member.size <= _MAX_VERSION_FILE and rel not in found:
+                with reader.extractfile(member) as handle:
+                    found[rel] = handle.read(_MAX_VERSION_FILE).decode("utf-8", errors="replace")
+            if len(found) == len(wanted):
+                break
+    except UsageError as exc:
+        raise UsageError(f"--source {exc}") from None
+    except STREAM_ERRORS as exc:
         why = str(exc).splitlines()[0].rstrip(":") if str(exc) else type(exc).__name__
         raise UsageError(f"--source {archive}: not a readable source archive ({why})") from None
+    finally:
+        members.close()
     return found
 
 

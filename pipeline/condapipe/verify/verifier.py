@@ -20,9 +20,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-import shutil
 import struct
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -50,6 +48,7 @@ from condapipe.package.io import (
     unpack,
 )
 from condapipe.package.safe_extract import UnsafePackage
+from condapipe.scratch import scratch_dir
 from condapipe.verify.prefix_exceptions import PrefixExceptions, declared_exceptions, leak_hint
 
 _TEXT_PROBE = 8192
@@ -154,8 +153,7 @@ def verify_package(
             return report
         except UsageError as exc:
             return VerifyReport(package=str(path), errors=[str(exc).replace(str(kept), str(path))])
-    scratch = Path(tempfile.mkdtemp(prefix=".condapipe-verify-"))
-    try:
+    with scratch_dir(".condapipe-verify-") as scratch:  # removed even by an interrupt mid-cleanup
         try:
             root = unpack(path, scratch / "pkg")
         except UnsafePackage as exc:  # a member that would escape, a device, damage: a defect
@@ -164,8 +162,6 @@ def verify_package(
             return verify_tree(root, **checks)
         except UsageError as exc:  # unreadable metadata: name the package, not the scratch folder
             return VerifyReport(package=str(path), errors=[str(exc).replace(str(root), str(path))])
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def verify_tree(

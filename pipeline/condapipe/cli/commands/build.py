@@ -83,6 +83,11 @@ def _channel_setup(
 
     tool = _tool_channel(work_dir, dry_run) if build_tools == "wheels" else None
     planned = tuple(installed_versions(TOOLS).items()) if tool and dry_run else ()
+    if tool and dry_run:  # a tool the real run cannot lay out stops the dry run the same way
+        from condapipe.publish.tool_channel import from_installed
+
+        for name in sorted(set(TOOLS) - {n for n, _ in planned}):
+            from_installed(name)  # raises: not installed next to condapipe, with the pip fix
     return prepare_channels(output_dir, given, tool_channel=tool, offline=offline, planned_tools=planned)
 
 
@@ -219,7 +224,7 @@ def command(
         from condapipe.cli.source_input import archive_source, unpacked_source
         from condapipe.cli.spec_input import doctor_command, machine_spec
 
-        spec, choices = machine_spec(settings, work_dir=work_dir)
+        spec, choices = machine_spec(settings, work_dir=work_dir, companions=companions)
         if variant is not None:  # an unknown ID is refused before doctor runs
             from condapipe.plan.build_plan import family_jobs, select_variant
 
@@ -230,7 +235,7 @@ def command(
             family_jobs(spec, companions)
         if not dry_run and archive_source(settings) is not None:  # the engine gets a safely unpacked folder
             settings = unpacked_source(settings, work_dir)
-            spec, _ = machine_spec(settings, work_dir=work_dir, quiet=True)
+            spec, _ = machine_spec(settings, work_dir=work_dir, quiet=True, companions=companions)
         # channels (and the --build-tools wheels tool channel) only once the package and variant are valid
         given = channels or settings.channels
         setup = _channel_setup(given, output_dir, work_dir, build_tools, offline, dry_run)
@@ -255,6 +260,7 @@ def command(
                     settings, choices, work_dir=work_dir, output_dir=output_dir, engine=engine
                 ),
                 companions=companions,
+                offline=offline,
             )
         )
         return

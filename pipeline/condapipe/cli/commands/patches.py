@@ -67,8 +67,25 @@ _for = click.option(
     "--for",
     "target",
     metavar="PACKAGE[==VERSION]",
-    help="Only what applies to this build, e.g. pytorch==1.13.0.",
+    help="The same as PACKAGE --version VERSION, in one word: pytorch==1.13.0.",
 )
+_package = click.argument("package", required=False)
+_version = click.option("--version", help="The build's upstream version, e.g. 2.4.1 (with PACKAGE).")
+
+
+def _target(package: str | None, version: str | None, target: str | None) -> str | None:
+    """PACKAGE --version V (as every other command takes a build) or --for PACKAGE==V: one target."""
+    if package is None:
+        if version is not None:
+            raise UsageError("--version needs PACKAGE: condapipe patches list pytorch --version 2.4.1")
+        return target
+    if target is not None:
+        raise UsageError(f"give PACKAGE --version or --for, not both ({package} and --for {target})")
+    if any(c in package for c in "<>=!~ "):
+        raise UsageError(f"PACKAGE is a name ({package!r}); the version goes in --version")
+    return f"{package}=={version}" if version else package
+
+
 _cuda = single_cuda_option("cpu", "CUDA version of the build, or cpu.")
 _platform = click.option(
     "--platform", type=click.Choice(PLATFORMS), default="linux-64", show_default=True, help="Target platform."
@@ -95,6 +112,8 @@ def command() -> None:
 
 
 @command.command(name="list")
+@_package
+@_version
 @_for
 @_cuda
 @_platform
@@ -102,9 +121,17 @@ def command() -> None:
 @_catalog
 @json_option
 def list_cmd(
-    target: str | None, cuda: str, platform: str, board: str | None, catalog_path: Path | None, as_json: bool
+    package: str | None,
+    version: str | None,
+    target: str | None,
+    cuda: str,
+    platform: str,
+    board: str | None,
+    catalog_path: Path | None,
+    as_json: bool,
 ) -> None:
-    """Show the catalog, or what applies to one build and why."""
+    """Show the catalog, or what applies to one build (PACKAGE --version V) and why."""
+    target = _target(package, version, target)
     catalog = load_catalog(catalog_path)
     entries = _select(catalog, target, cuda, platform, board)
     if as_json:
@@ -128,6 +155,8 @@ def list_cmd(
     type=click.Path(file_okay=False, path_type=Path),
     help="Upstream source tree to dry-run the patches against (not modified).",
 )
+@_package
+@_version
 @_for
 @_cuda
 @_platform
@@ -136,6 +165,8 @@ def list_cmd(
 @json_option
 def check_cmd(
     source: Path,
+    package: str | None,
+    version: str | None,
     target: str | None,
     cuda: str,
     platform: str,
@@ -144,8 +175,9 @@ def check_cmd(
     as_json: bool,
 ) -> None:
     """Dry-run every applicable patch against a source tree: applies / already applied / fails."""
+    target = _target(package, version, target)
     if target is None or _parse_for(target)[1] is None:
-        raise UsageError("patches check needs --for PACKAGE==VERSION (e.g. --for pytorch==1.13.0)")
+        raise UsageError("patches check needs PACKAGE --version V (e.g. pytorch --version 1.13.0)")
     if not source.is_dir():
         raise UsageError(f"--source {source} is not a directory")
     catalog = load_catalog(catalog_path)

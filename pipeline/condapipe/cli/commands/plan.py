@@ -8,11 +8,12 @@ so each runner builds exactly the variant this machine planned.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import click
 
-from condapipe import __version__
 from condapipe.cli.flags import (
     dependency_channels_option,
     json_option,
@@ -24,6 +25,7 @@ from condapipe.cli.output import console, print_json
 from condapipe.cli.plan_text import step_groups
 from condapipe.engines import ENGINE_NAMES
 from condapipe.errors import UsageError
+from condapipe.plan.emit import FROM_REPOSITORY
 from condapipe.safe_paths import output_file
 from condapipe.value_rules import check_channel, check_owner, parse_url, refuse_url_credentials
 
@@ -49,12 +51,43 @@ def _check_ci_values(channels: tuple[str, ...], upload_channel: str | None, inst
     if upload_channel is not None:
         check_owner(upload_channel, "--upload-channel")
     if not install.strip() or install.lstrip().startswith("-"):
-        raise UsageError("--install: expected a pip requirement (condapipe==X.Y or a URL), not an option")
+        raise UsageError(
+            "--install: expected a pip requirement: . (a wheel of this repository) or a direct reference "
+            "(condapipe @ git+https://…@REV), not an option"
+        )
+    if install != FROM_REPOSITORY and "@" not in install and "://" not in install and "/" not in install:
+        raise UsageError(
+            f"--install {install}: condapipe is not published on PyPI, so a name would install whatever "
+            "someone registers under it; give . (the default: a wheel built from this repository at the "
+            "workflow's commit) or a direct reference: 'condapipe @ git+https://github.com/OWNER/condapipe@REV'"
+        )
     for word in install.split():
         if "://" in word:  # `condapipe @ https://…`: no credentials in a workflow
             refuse_url_credentials(
                 parse_url(word, "--install"), "--install", "let pip read them from ~/.netrc"
             )
+
+
+def _repository_note(install: str, target: Path | None) -> str | None:
+    """A warning when the default install (a wheel of the workflow's own repository) cannot work:
+    the workflow is written outside a git checkout of condapipe (or a fork of it)."""
+    if install != FROM_REPOSITORY:
+        return None
+    start = (target.parent if target is not None else Path.cwd()).absolute()
+    root = next((d for d in (start, *start.parents) if (d / ".git").exists()), None)
+    pyproject = root / "pyproject.toml" if root else None
+    text = (
+        pyproject.read_text(encoding="utf-8", errors="replace")[:200_000]
+        if pyproject and pyproject.is_file()
+        else ""
+    )
+    if re.search(r'^name\s*=\s*"condapipe"', text, re.MULTILINE):
+        return None
+    where = f"{root} is not condapipe's repository" if root else f"{start} is in no git repository"
+    return (
+        f"the workflow builds condapipe from the repository it runs in, and {where}: commit it to your "
+        "condapipe fork, or pass --install 'condapipe @ git+https://github.com/OWNER/condapipe@REV'"
+    )
 
 
 @click.command("plan")
@@ -79,9 +112,11 @@ def _check_ci_values(channels: tuple[str, ...], upload_channel: str | None, inst
 )
 @click.option(
     "--install",
-    default=f"condapipe=={__version__}",
+    default=FROM_REPOSITORY,
     show_default=True,
-    help="pip requirement that installs condapipe on the runners.",
+    help="How the runners get condapipe: . builds a wheel from the repository the workflow runs in (at "
+    "its commit; the workflow must live in condapipe's repository or a fork), else a direct reference "
+    "'condapipe @ git+https://github.com/OWNER/condapipe@REV' (condapipe is not on PyPI).",
 )
 @click.option(
     "--upload-channel",
@@ -125,7 +160,7 @@ def command(
     target = output_file(output, "-o/--output", force=force) if output is not None else None
     _check_ci_values(channels, upload_channel, install)
     settings = settings_from_flags(package, spec_params, compile_cache=compile_cache)
-    spec, choices = machine_spec(settings)
+    spec, choices = machine_spec(settings, companions=companions)
     options = PlanOptions(
         output_dir=DEFAULT_OUTPUT_DIR.absolute(),
         work_dir=DEFAULT_WORK_DIR.absolute(),
@@ -161,11 +196,16 @@ def command(
         upload_channel=upload_channel,
     )
     text = emit_text(plan, request, emit)
+    note = _repository_note(install, target)
     if target is None:
         click.echo(text, nl=False)
-        return
-    atomic_write_text(target, text)
-    if as_json:
-        print_json({"written": str(target), "variants": [v.id for v in ci_variants(plan)]})
     else:
-        click.echo(f"wrote {target} ({len(ci_variants(plan))} variant job(s) and a publish job)", err=True)
+        atomic_write_text(target, text)
+        if as_json:
+            print_json({"written": str(target), "variants": [v.id for v in ci_variants(plan)]})
+        else:
+            click.echo(
+                f"wrote {target} ({len(ci_variants(plan))} variant job(s) and a publish job)", err=True
+            )
+    if note:  # after the workflow is out: a warning, not a reason to write nothing
+        click.echo(f"warning: {note}", err=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -122,14 +123,24 @@ def _json_on_failure(as_json: bool, destination: str, dry_run: bool, log_path: P
         raise
 
 
-def _summary(outcomes: list[FileOutcome], title: str) -> Table:
+def _labels(outcome: FileOutcome) -> str:
+    """The labels an anaconda.org upload gives the file (the target's trailing "[main, dev]")."""
+    found = re.search(r" \[([^\]]*)\]$", outcome.target)
+    return found.group(1) if found else "-"
+
+
+def _summary(outcomes: list[FileOutcome], title: str, *, labels: bool = False) -> Table:
+    """One row per file, in upload order; with `labels` (an anaconda.org dry run) the labels too."""
     table = Table(title=title)
-    for col in ("file", "status", "size", "attempts", "detail"):
-        table.add_column(col, justify="right" if col in ("size", "attempts") else "left")
-    for o in outcomes:
+    columns = ("#", "file", *(("labels",) if labels else ()), "status", "size", "attempts", "detail")
+    for col in columns:
+        table.add_column(col, justify="right" if col in ("#", "size", "attempts") else "left")
+    for n, o in enumerate(outcomes, 1):
         style = "green" if o.status.ok else "red"
         table.add_row(
+            str(n),
             escape(o.basename),
+            *((escape(_labels(o)),) if labels else ()),
             f"[{style}]{o.status.value}[/]",
             f"{o.size:,}",
             str(o.attempts),
@@ -244,7 +255,17 @@ def command(
     site = ""
     if owner is not None:
         site = resolve_site_url(site_url, settings.upload)
-        token = None if dry_run else resolve_token(site, token_file)  # a dry run is an offline preview
+        token = resolve_token(site, token_file)  # files and the environment only: no network
+        if token is None and dry_run:  # the real run would stop here: say so now
+            err_console.print(
+                "warning: no anaconda.org token is set (ANACONDA_API_TOKEN, --token-file F or "
+                "`anaconda login`): the real upload would stop before sending anything",
+                soft_wrap=True,
+                markup=False,
+                highlight=False,
+            )
+        if dry_run:
+            token = None  # a dry run is an offline preview: the token is not used
     index = None
     with _logging(work_dir, debug, token, dry_run) as log_path:
         if owner is not None:
@@ -288,7 +309,7 @@ def command(
         print_json(report)
     else:
         title = f"{'dry run: ' if dry_run else ''}upload to {destination}"
-        console.print(_summary(outcomes, title))
+        console.print(_summary(outcomes, title, labels=owner is not None))
         if log_path:
             console.print(f"log: {escape(str(log_path))}")
     if failed:

@@ -21,7 +21,14 @@ from condapipe.buildspec.compile_jobs import compile_job_gib
 from condapipe.buildspec.families import family_facts, profile, recipes_dir
 from condapipe.buildspec.variant import promise_record
 from condapipe.errors import UsageError
-from condapipe.render.model import ALWAYS, Patch, Variants, When
+from condapipe.render.model import ALWAYS, Dep, Patch, Variants, When
+
+# A package with CPython extension modules (torch._C, torchvision._C) loads only in the Python X.Y it
+# was compiled for. conda-build pins a bare `python` run requirement to the variant (its default
+# pin_run_as_build), rattler-build does not: there only a python package's run_exports would (as
+# conda-forge's python_abi does), and a python from `condapipe wheels` or another channel has none.
+# So the recipe says it, the same for both engines.
+PYTHON_RUN = Dep("python {{ python }}.*")
 
 
 @cache

@@ -24,6 +24,7 @@ from condapipe.buildspec.compile_cache import sccache_env_names
 from condapipe.buildspec.run_exports import run_spec
 from condapipe.errors import UsageError
 from condapipe.render.families._common import (
+    PYTHON_RUN,
     CatalogSelection,
     common_value,
     compile_cache_values,
@@ -203,7 +204,7 @@ def _requirements(spec: BuildSpec, series: tables.PytorchInfo, rows: list[dict[s
 
     # What the build compiled against and links at run time: numpy's C API and MKL, in the range
     # their run_exports give (data/run_exports.yaml), never looser than what the binary needs.
-    run: list[Dep] = [Dep("python")]
+    run: list[Dep] = [PYTHON_RUN]
     run += _pinned("numpy", series, spec.pythons, to_spec=run_spec)
     if spec.blas == "mkl":
         run += [

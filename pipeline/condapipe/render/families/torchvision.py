@@ -19,6 +19,7 @@ from packaging.version import Version
 from condapipe.buildspec import tables
 from condapipe.buildspec.build_spec import BuildSpec, CudaVariant
 from condapipe.render.families._common import (
+    PYTHON_RUN,
     common_value,
     family_data,
     family_dir,
@@ -112,7 +113,7 @@ def _requirements(
     pins = dict(info.host_pins)
     tools = [Dep(f"{n} {pins[n]}" if n in pins else n) for n in data["host_requirements"]]
     host = [Dep("python"), *tools, Dep(pin), *image_deps]
-    run = [Dep("python"), Dep(pin), *(Dep(n) for n in data["run_requirements"]), *image_deps]
+    run = [PYTHON_RUN, Dep(pin), *(Dep(n) for n in data["run_requirements"]), *image_deps]
     on_cuda = _on_cudas(spec, cudas, has_cpu)
     if on_cuda is not None and not spec.jetson:
         run.append(Dep("{{ cuda_run_constraint }}", on_cuda))
