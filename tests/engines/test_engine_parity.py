@@ -38,6 +38,7 @@ EXPECTED = {
     "merged-envs": BUILT,  # one prefix for build and host: the script checks $BUILD_PREFIX is $PREFIX
     "virtual-package": BUILT,  # __unix, a run requirement and a variants.yaml key (recipe.yaml only)
     "test-variables": BUILT,  # run_test.py reads conda-build's test variables (meta.yaml only)
+    "output-target": BUILT,  # an output with its own target: subdir (meta.yaml only)
 }
 pytestmark = pytest.mark.slow
 

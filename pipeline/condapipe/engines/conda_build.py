@@ -147,6 +147,16 @@ def write_python_variants(path: Path, pythons: tuple[str, ...]) -> None:
     tmp.replace(path)
 
 
+def _written(path: Path) -> Path:
+    """Where conda-build wrote the package `--output` named: an output with its own `target:`
+    (split-packages/_output_specific_subdir) is named under the recipe's subdir but written under
+    its target's; the one file of that name in another subdir folder is it."""
+    if path.is_file():
+        return path
+    found = [p for p in path.parent.parent.glob(f"*/{path.name}") if p.is_file()]
+    return found[0] if len(found) == 1 else path
+
+
 class CondaBuildEngine:
     """Builds `meta.yaml` recipes with `conda build`."""
 
@@ -253,6 +263,7 @@ class CondaBuildEngine:
                 diagnosis=diagnose.summary(diagnose.diagnose_file(log_path)),
                 log_path=str(log_path),
             )
+        expected = [_written(p) for p in expected]
         missing = [p for p in expected if not p.is_file()]
         if missing:
             raise BuildFailed(
