@@ -171,3 +171,22 @@ def test_a_devel_wheel_without_its_base_is_refused_before_anything_is_written(tm
     code, _, err = condapipe("wheels", str(wheels), "--to", str(tmp_path / "ch"), cwd=tmp_path)
     assert code == 2 and "mkl-devel needs the mkl 2023.1.0 wheel beside it" in err
     assert not (tmp_path / "ch").exists()
+
+
+def test_wheel_packages_ship_their_bytecode_so_importing_them_writes_nothing(
+    wheels: Path, tmp_path: Path
+) -> None:
+    """pip compiles what it installs; a conda package ships its .pyc files. Without them the first
+    import writes __pycache__ into the prefix, and a recipe whose build imports the package finds
+    files it never made inside its own package."""
+    code, _out, err = condapipe("wheels", str(wheels), "--to", str(tmp_path / "ch"), cwd=tmp_path)
+    assert code == 0, err
+    prefix = tmp_path / "env"
+    install(tmp_path / "ch", ["python", "demo-tool"], prefix, tmp_path / "cache")
+    site = prefix / running_python().site_packages
+    shipped = sorted(str(p.relative_to(site)) for p in site.rglob("*.pyc"))
+    assert any(p.startswith("demo_tool/__pycache__/cli.") for p in shipped), shipped
+    before = {p: p.stat().st_mtime_ns for p in prefix.rglob("*")}
+    subprocess.run([prefix / "bin" / "demo-tool"], capture_output=True, text=True, check=True)
+    after = {p: p.stat().st_mtime_ns for p in prefix.rglob("*")}
+    assert after == before  # the import used the shipped bytecode: no file added or rewritten

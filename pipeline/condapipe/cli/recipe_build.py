@@ -40,6 +40,7 @@ class RecipeBuild:
     options: PlanOptions
     pythons: tuple[str, ...] = ()
     platform: str | None = None
+    variant_files: tuple[Path, ...] = ()  # -m files, after the recipe's own variant file
     dry_run: bool = False
     as_json: bool = False
     channels: ChannelSetup | None = None  # probed channels: the recipe's environments are solved first
@@ -56,7 +57,13 @@ def build_recipe_dir(request: RecipeBuild) -> PlanResult | None:
         "engine": engine.name,
         "engine_reason": why,
     }
-    plan = make_recipe_plan([request.recipe_dir], options, pythons=request.pythons, platform=request.platform)
+    plan = make_recipe_plan(
+        [request.recipe_dir],
+        options,
+        pythons=request.pythons,
+        platform=request.platform,
+        variant_files=request.variant_files,
+    )
     resolution = resolve_before_building(
         plan, request.channels, run_tests=options.run_tests, dry_run=request.dry_run, as_json=request.as_json
     )
@@ -74,6 +81,7 @@ def build_recipe_dir(request: RecipeBuild) -> PlanResult | None:
             compression_level=engine_compression_level(options),
             run_tests=options.run_tests,
             target_platform=request.platform,
+            variant_files=request.variant_files,
         )
         rows = describe(plan)
         actions = [

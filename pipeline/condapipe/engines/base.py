@@ -40,6 +40,8 @@ class BuildOptions:
     compression_level: int | None = None
     run_tests: bool = True
     target_platform: str | None = None
+    # -m files: read after the recipe's own variant file (a later key replaces an earlier one)
+    variant_files: tuple[Path, ...] = ()
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     # Where build output goes as it happens (the CLI's console); None: only the log file.
     echo: LineSink | None = field(default=None, compare=False, repr=False)
@@ -71,11 +73,15 @@ class EngineResult:
     packages: tuple[Path, ...]
     log_path: Path
     seconds: float
+    # Outputs the recipe's `build: skip` leaves out on this platform/variant, as the engine says
+    # them: nothing of theirs is built, so nothing of theirs is ever published.
+    skipped: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {
             "engine": self.engine,
             "packages": [str(p) for p in self.packages],
+            "skipped": list(self.skipped),
             "log": str(self.log_path),
             "seconds": round(self.seconds, 2),
         }

@@ -147,6 +147,16 @@ def write_python_variants(path: Path, pythons: tuple[str, ...]) -> None:
     tmp.replace(path)
 
 
+def _written(path: Path) -> Path:
+    """Where conda-build wrote the package `--output` named: an output with its own `target:`
+    (split-packages/_output_specific_subdir) is named under the recipe's subdir but written under
+    its target's; the one file of that name in another subdir folder is it."""
+    if path.is_file():
+        return path
+    found = [p for p in path.parent.parent.glob(f"*/{path.name}") if p.is_file()]
+    return found[0] if len(found) == 1 else path
+
+
 class CondaBuildEngine:
     """Builds `meta.yaml` recipes with `conda build`."""
 
@@ -178,6 +188,8 @@ class CondaBuildEngine:
         variant_file = recipe_dir / "conda_build_config.yaml"
         if variant_file.exists():
             args += ["-m", str(variant_file)]
+        for extra in options.variant_files:
+            args += ["-m", str(extra)]
         if len(options.pythons) > 1:  # after the recipe's file: its python key is replaced, as --python does
             args += ["-m", str(python_variant_file(options))]
         if options.target_platform:
@@ -216,10 +228,8 @@ class CondaBuildEngine:
                 log_path=str(log_path),
             )
         lines = [line.strip() for line in proc.stdout.splitlines()]
-        paths = [Path(line) for line in lines if line.endswith(f".{options.package_format}")]
-        if not paths:
-            raise BuildFailed(f"`conda build --output` named no package for {recipe_dir}")
-        return paths
+        # A recipe whose `build: skip` holds for every variant names nothing: conda-build skips it.
+        return [Path(line) for line in lines if line.endswith(f".{options.package_format}")]
 
     def build(self, recipe_dir: Path, options: BuildOptions) -> EngineResult:
         if not (recipe_dir / V0_RECIPE).is_file():
@@ -232,9 +242,15 @@ class CondaBuildEngine:
             )
         if len(options.pythons) > 1:
             write_python_variants(python_variant_file(options), options.pythons)
+        started = time.monotonic()
         expected = self.expected_packages(command, recipe_dir, options)
         log_path = log_file_for(options, recipe_dir.resolve().name, self.name)
-        started = time.monotonic()
+        if not expected:
+            with BuildLog(log_path, echo=options.echo) as log:
+                log.write(f"condapipe: conda-build skips {recipe_dir}: build/skip holds for every variant")
+                log_path = log.path
+            skipped = (f"{recipe_dir.name} (build/skip holds for every variant)",)
+            return EngineResult(self.name, (), log_path, time.monotonic() - started, skipped)
         argv = self.argv(command, recipe_dir, options)
         with BuildLog(log_path, echo=options.echo) as log:
             log.write("condapipe: " + " ".join(argv))
@@ -247,6 +263,7 @@ class CondaBuildEngine:
                 diagnosis=diagnose.summary(diagnose.diagnose_file(log_path)),
                 log_path=str(log_path),
             )
+        expected = [_written(p) for p in expected]
         missing = [p for p in expected if not p.is_file()]
         if missing:
             raise BuildFailed(

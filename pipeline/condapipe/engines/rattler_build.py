@@ -23,6 +23,7 @@ from typing import Any
 from condapipe.engines import diagnose, engine_process
 from condapipe.engines.base import V1_RECIPE, BuildOptions, EngineResult, log_file_for
 from condapipe.engines.logs import BuildLog
+from condapipe.engines.recipe_variants import recipe_variant_file
 from condapipe.errors import BuildFailed, UsageError
 
 _CHILD = "condapipe.engines.rattler_build_child"
@@ -86,10 +87,11 @@ class RattlerBuildEngine:
         return list(options.all_channels())
 
     def describe(self, recipe_dir: Path, options: BuildOptions) -> list[str]:
-        variants = recipe_dir / "variants.yaml"
+        variants = recipe_variant_file(recipe_dir)
         return [
             f"rattler-build: build {recipe_dir / V1_RECIPE}"
-            + (f" with variants {variants}" if variants.exists() else ""),
+            + (f" with variants {variants}" if variants else "")
+            + "".join(f", -m {f}" for f in options.variant_files),
             f"channels: {', '.join(self.channels(options))}",
             f"package format: {package_format_arg(options)}",
             f"tests: {'run in a fresh environment' if options.run_tests else 'skipped'}",
@@ -100,12 +102,13 @@ class RattlerBuildEngine:
         recipe_path = recipe_dir / V1_RECIPE
         if not recipe_path.is_file():
             raise UsageError(f"{recipe_dir} has no {V1_RECIPE}; rattler-build builds v1 recipes")
-        variants = recipe_dir / "variants.yaml"
+        variants = recipe_variant_file(recipe_dir)
         scratch = self.scratch_dir(options, recipe_dir.resolve().name)
         request = {
             "recipe": str(recipe_path.resolve()),
             "shown_recipe": str(recipe_path),
-            "variants": str(variants.resolve()) if variants.exists() else None,
+            "variants": str(variants.resolve()) if variants else None,
+            "variant_files": [str(f) for f in options.variant_files],
             "pythons": list(options.pythons),
             "target_platform": options.target_platform,
             "run_tests": options.run_tests,
@@ -171,14 +174,13 @@ class RattlerBuildEngine:
                 log_path=str(log_path),
             )
         built = built_packages(ending.fields.get("packages"), scratch, log_path)
-        if not built:
-            raise BuildFailed(
-                f"rattler-build built nothing for {recipe_dir} (every output skipped?)",
-                log_path=str(log_path),
-            )
+        skipped = ending.fields.get("skipped") or []
+        skipped = tuple(str(s) for s in skipped) if isinstance(skipped, list) else ()
+        if not built and not skipped:
+            raise BuildFailed(f"rattler-build built nothing for {recipe_dir}", log_path=str(log_path))
         packages = _collect(built, options.output_dir)
         shutil.rmtree(scratch, ignore_errors=True)  # kept only after a failure, for debugging
-        return EngineResult(self.name, tuple(packages), log_path, time.monotonic() - started)
+        return EngineResult(self.name, tuple(packages), log_path, time.monotonic() - started, skipped)
 
 
 def built_packages(reported: object, scratch: Path, log_path: Path) -> list[Path]:

@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from condapipe.engines.engine_process import MARK
+from condapipe.engines.recipe_skip import is_skipped
+from condapipe.engines.recipe_variants import load_variant_config
+from condapipe.engines.render_error import engine_message
 
 
 def send(event: str, **fields: Any) -> None:
@@ -63,6 +66,11 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _variant_text(variant: dict[str, Any]) -> str:
+    """`python 3.10, target_platform linux-64`: the variant a skip held for."""
+    return ", ".join(f"{key} {value}" for key, value in sorted(variant.items()))
+
+
 def build(request: dict[str, Any]) -> None:
     """Render the recipe and build every variant; ends with exactly one ending message."""
     import rattler_build as rb
@@ -71,14 +79,16 @@ def build(request: dict[str, Any]) -> None:
     try:
         recipe = rb.Stage0Recipe.from_file(recipe_path)
     except rb.RattlerBuildError as exc:
-        send("usage", message=f"cannot parse {request['shown_recipe']}: {first_line(exc)}")
+        send("usage", message=f"cannot parse {request['shown_recipe']}: {engine_message(str(exc))}")
         return
     variant_config = rb.VariantConfig()
-    if request["variants"]:
+    for file in [request["variants"], *request.get("variant_files", [])]:
+        if not file:
+            continue
         try:
-            variant_config = rb.VariantConfig.from_file(Path(request["variants"]))
+            variant_config = variant_config.merge(load_variant_config(Path(file), request["target_platform"]))
         except rb.RattlerBuildError as exc:
-            send("usage", message=f"cannot parse {request['variants']}: {first_line(exc)}")
+            send("usage", message=f"cannot parse {file}: {engine_message(str(exc))}")
             return
     if request["pythons"]:
         variant_config = variant_config.merge(rb.VariantConfig({"python": list(request["pythons"])}))
@@ -87,10 +97,25 @@ def build(request: dict[str, Any]) -> None:
         platform = rb.PlatformConfig(target_platform=request["target_platform"])
         render_config = rb.RenderConfig(platform=platform)
     tool_config = rb.ToolConfiguration(test_strategy="native" if request["run_tests"] else "skip")
+    try:
+        variants = list(recipe.render(variant_config, render_config))
+    except rb.RattlerBuildError as exc:
+        send("usage", message=f"cannot render {request['shown_recipe']}: {engine_message(str(exc))}")
+        return
+    stage0 = recipe.to_dict()
     send("started", version=rb.rattler_build_version())
     built: list[str] = []
+    skipped: list[str] = []
     try:
-        for variant in recipe.render(variant_config, render_config):
+        for variant in variants:
+            if is_skipped(stage0, dict(variant.variant), render_config):
+                name = variant.recipe.package.name
+                skipped.append(f"{name} ({_variant_text(dict(variant.variant))})")
+                send("log", text=f"skipping {name}: build/skip holds for {dict(variant.variant)}")
+                continue
+            if (variant.recipe.to_dict().get("build") or {}).get("merge_build_and_host_envs"):
+                built.extend(build_merged(request))
+                continue
             result = variant.run_build(
                 tool_config=tool_config,
                 output_dir=Path(request["output_dir"]),
@@ -103,7 +128,37 @@ def build(request: dict[str, Any]) -> None:
     except rb.RattlerBuildError as exc:
         send("failed", message=str(exc))
         return
-    send("built", packages=built)
+    send("built", packages=built, skipped=skipped)
+
+
+def build_merged(request: dict[str, Any]) -> list[str]:
+    """A variant with `merge_build_and_host_envs: true`, built through rattler-build's own build
+    pipeline: py-rattler-build's run_build sets its folders up without the merge (BUILD_PREFIX
+    stays a separate build_env, which such a recipe's script rightly refuses). That pipeline builds
+    the recipe's variants itself; the packages are the ones it leaves in the output folder."""
+    import warnings
+
+    from rattler_build.cli_api import build_recipes
+
+    out = Path(request["output_dir"])
+    before = {str(p) for p in out.glob("*/*.conda")} | {str(p) for p in out.glob("*/*.tar.bz2")}
+    send("log", text="merge_build_and_host_envs: building with rattler-build's build pipeline")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        build_recipes(
+            [request["recipe"]],
+            output_dir=out,
+            channel=list(request["channels"]),
+            variant_config=[f for f in [request["variants"], *request.get("variant_files", [])] if f] or None,
+            variant_overrides={"python": list(request["pythons"])} if request["pythons"] else None,
+            target_platform=request["target_platform"],
+            test="native" if request["run_tests"] else "skip",
+            package_format=request["package_format"],
+            no_build_id=True,
+            skip_existing="local",
+        )
+    after = {str(p) for p in out.glob("*/*.conda")} | {str(p) for p in out.glob("*/*.tar.bz2")}
+    return sorted(after - before)
 
 
 def main() -> int:

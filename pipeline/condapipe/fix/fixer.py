@@ -19,6 +19,7 @@ from pathlib import Path
 from condapipe.elf.reader import DT_RPATH, DT_RUNPATH, ElfFile, is_elf
 from condapipe.elf.scan import elf_files
 from condapipe.errors import BuildFailed, UsageError
+from condapipe.fix.info_records import rewrite_info
 from condapipe.fix.patchers import RPATH, Change, PatchError, apply_change
 from condapipe.fix.rpath import RpathRules, decide, rules_for
 from condapipe.hashing import FileDigest, hash_file
@@ -254,6 +255,7 @@ def fix_package(
     progress: Progress | None = None,
     draft: bool = False,
     keep_tree: bool = False,
+    records_work_dir: Path | None = None,
 ) -> FixReport:
     """Fix a `.conda` / `.tar.bz2`; the result replaces it atomically (or goes to `output_dir`).
 
@@ -262,7 +264,8 @@ def fix_package(
     that only condapipe compresses it for real) an unchanged package is recompressed at
     `pack_options`' level instead, so the output always has that level. With `keep_tree` the
     unpacked tree the output holds stays beside it (condapipe.package.tree_record), so verify
-    need not unpack the same bytes again.
+    need not unpack the same bytes again. With `records_work_dir` (condapipe's work dir) the
+    package's info records stop naming it (condapipe.fix.info_records).
     """
     start = time.monotonic()
     path = package_file(path)
@@ -277,6 +280,8 @@ def fix_package(
         package_info_from_index(load_index(root, path), path)
         unpacked = time.monotonic()
         report = fix_prefix(root, options, prefixes=declared_prefixes(root))
+        level = (pack_options or PackOptions()).zstd_level if draft else None
+        info = rewrite_info(root, records_work_dir, level) if records_work_dir else []
         report.timings["unpack"] = unpacked - start
         report.timings["fix"] = time.monotonic() - unpacked
         report.target = str(path)
@@ -285,15 +290,16 @@ def fix_package(
         written = time.monotonic()
         if options.dry_run:
             report.output = None
-        elif not (report.changed or report.vendored) and (draft or out_path != path):
+        elif not (report.changed or report.vendored) and (draft or out_path != path) and (draft or not info):
             if draft:  # the tar streams as the engine wrote them, compressed once at the final level
-                recompress(path, out_path, pack_options, progress=progress)
+                replaced = {name: (root / name).read_bytes() for name in info}
+                recompress(path, out_path, pack_options, progress=progress, info_files=replaced)
                 report.written = "recompressed"
             else:
                 _copy_atomic(path, out_path)
                 report.written = "copied"
             report.output = str(out_path)
-        elif report.changed or report.vendored:
+        elif report.changed or report.vendored or info:
             changed = [f.path for f in report.changed]
             groups = _hard_link_groups(root, changed)
             digests = _digests(root, changed, options.workers())
@@ -347,9 +353,10 @@ def fix_package_file(
     output_dir: Path | None = None,
     draft: bool = False,
     keep_tree: bool = False,
+    records_work_dir: Path | None = None,
 ) -> FixReport:
     """For the pipeline: fix one built package with its family's rules, in place or into
-    `output_dir` (atomic); `draft`, `keep_tree`: see `fix_package`."""
+    `output_dir` (atomic); `draft`, `keep_tree`, `records_work_dir`: see `fix_package`."""
     rules = rules_for(family).with_extra(extra_rpaths)
     return fix_package(
         Path(path),
@@ -358,4 +365,5 @@ def fix_package_file(
         output_dir=output_dir,
         draft=draft,
         keep_tree=keep_tree,
+        records_work_dir=records_work_dir,
     )

@@ -511,7 +511,12 @@ def _pack_conda(
 
 
 def recompress(
-    path: Path, out_path: Path, options: PackOptions | None = None, *, progress: Progress | None = None
+    path: Path,
+    out_path: Path,
+    options: PackOptions | None = None,
+    *,
+    progress: Progress | None = None,
+    info_files: dict[str, bytes] | None = None,
 ) -> Path:
     """Rewrite a `.conda` at `options`' zstd level with its tar streams byte for byte unchanged.
 
@@ -519,6 +524,8 @@ def recompress(
     compress pass per component, straight from zip member to zip member, with no tar to rebuild
     and nothing unpacked — every file, mode, link and timestamp stays as the engine wrote it.
     Written atomically, like `pack`; `progress` gets compressed bytes read and their total.
+    `info_files` (name -> bytes) replace those members of the info tar (condapipe.fix.info_records);
+    the payload stream stays byte for byte.
     """
     options = options or PackOptions()
     path = package_file(path)
@@ -535,7 +542,9 @@ def recompress(
                     zinfo = zipfile.ZipInfo(item.filename, date_time=item.date_time)
                     zinfo.external_attr = item.external_attr
                     with src.open(item) as raw, dst.open(zinfo, "w", force_zip64=True) as out:
-                        if item in streams:
+                        if item in streams and info_files and item.filename.startswith("info-"):
+                            _transcode_info(raw, out, options, info_files)
+                        elif item in streams:
                             _transcode(raw, out, options, progress, total)
                         else:
                             shutil.copyfileobj(raw, out, CHUNK)
@@ -563,6 +572,24 @@ def _transcode(
     with cctx.stream_writer(out, closefd=False) as writer:
         while chunk := reader.read(CHUNK * 16):
             writer.write(chunk)
+
+
+def _transcode_info(raw: IO[bytes], out: IO[bytes], options: PackOptions, replace: dict[str, bytes]) -> None:
+    """The info tar decompressed, the members named in `replace` given their new bytes (every other
+    member and every header field kept), and compressed again at `options`' level."""
+    reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=False)
+    cctx = zstandard.ZstdCompressor(compression_params=options.zstd_parameters())
+    with (
+        cctx.stream_writer(out, closefd=False) as writer,
+        tarfile.open(fileobj=reader, mode="r|") as src,
+        tarfile.open(fileobj=writer, mode="w|", format=tarfile.PAX_FORMAT) as dst,
+    ):
+        for member in src:
+            data = src.extractfile(member).read() if member.isfile() else None  # type: ignore[union-attr]
+            if member.isfile() and member.name in replace:
+                data = replace[member.name]
+                member.size = len(data)
+            dst.addfile(member, io.BytesIO(data) if data is not None else None)
 
 
 class _Counting(io.RawIOBase):

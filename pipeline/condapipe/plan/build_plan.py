@@ -25,6 +25,7 @@ from condapipe.buildspec import tables
 from condapipe.buildspec.build_spec import BuildSpec, CudaVariant, Source
 from condapipe.buildspec.families import cuda_table_package, family_facts, family_rules, profile
 from condapipe.errors import UsageError
+from condapipe.hashing import hash_file
 from condapipe.plan import steps as act
 from condapipe.plan.channels import ChannelTimeout, gateway, within_deadline
 from condapipe.plan.code_inputs import code_digest, tree_digest
@@ -291,6 +292,7 @@ def recipe_jobs(
     *,
     pythons: tuple[str, ...] = (),
     platform: str | None = None,
+    variant_files: tuple[Path, ...] = (),
 ) -> list[Job]:
     """Jobs for recipe directories, in order: each consumes every package published before it.
 
@@ -305,7 +307,15 @@ def recipe_jobs(
         label = recipe_name(d)
         needs = tuple(j.label for j in jobs)
         jobs.append(
-            Job(label, label, recipe_dir=d.resolve(), needs_jobs=needs, pythons=pythons, platform=platform)
+            Job(
+                label,
+                label,
+                recipe_dir=d.resolve(),
+                needs_jobs=needs,
+                pythons=pythons,
+                platform=platform,
+                variant_files=variant_files,
+            )
         )
     labels = [j.label for j in jobs]
     if len(set(labels)) != len(labels):
@@ -374,10 +384,13 @@ def make_recipe_plan(
     prerequisites: Sequence[Path] = (),
     pythons: tuple[str, ...] = (),
     platform: str | None = None,
+    variant_files: tuple[Path, ...] = (),
 ) -> Plan:
     """The plan for recipe directories (each published before the next is built): `condapipe build
     DIR` — the same build -> fix -> verify -> test -> publish chain as a family's variants."""
-    jobs = recipe_jobs(recipe_dirs, prerequisites, pythons=pythons, platform=platform)
+    jobs = recipe_jobs(
+        recipe_dirs, prerequisites, pythons=pythons, platform=platform, variant_files=variant_files
+    )
     request = {"recipes": [str(d) for d in recipe_dirs], "prerequisites": [str(d) for d in prerequisites]}
     return make_plan_for_jobs(jobs, options, request)
 
@@ -415,6 +428,8 @@ def _job_steps(job: Job, options: PlanOptions, skip: str | None, skipped_jobs: s
     else:
         assert job.recipe_dir is not None
         recipe_input = {"recipe_dir": str(job.recipe_dir), "recipe": tree_digest(job.recipe_dir)}
+        if job.variant_files:  # -m files: a changed one rebuilds
+            recipe_input["variant_files"] = {str(f): hash_file(f).sha256 for f in job.variant_files}
     build_needs += [f"publish:{n}" for n in job.needs_jobs if n not in skipped_jobs]
     archs = job.spec.cuda_variants[0].archs if job.spec and job.spec.cuda_variants else None
     pythons = job.spec.pythons if job.spec else job.pythons

@@ -30,6 +30,7 @@ class Environment:
     kind: str  # build | host | test
     platform: str
     specs: tuple[str, ...]
+    package: str = ""  # the output it is for: its sibling outputs of the same recipe are offered to it
 
 
 @dataclass(frozen=True)
@@ -56,10 +57,17 @@ def pin_to_variant(spec: str, variant: dict[str, Any]) -> str:
     `python` with python=3.11 -> `python =3.11` (a plain version means "starts with")."""
     text = spec.strip()
     name = spec_name(text)
-    if text != name or name not in variant:
+    if text != name or name not in variant or name.startswith("__"):
+        return text  # a virtual package (`__unix`) is never a version pin
+    value = str(variant[name]).strip()
+    if not value or value == name:
         return text
-    value = str(variant[name])
-    return f"{name} ={value}" if re.fullmatch(r"[A-Za-z0-9.]+", value) else f"{name} {value}"
+    if re.fullmatch(r"[A-Za-z0-9.]+", value):
+        return f"{name} ={value}"
+    pinned = re.fullmatch(r"([A-Za-z0-9_.+!]+) ([A-Za-z0-9_.+]+)", value)
+    if pinned:  # a sibling output's exact pin (pin_subpackage): "1.0 h1234_0"
+        return f"{name} =={pinned.group(1)} {pinned.group(2)}"
+    return f"{name} {value}"
 
 
 def _source_text(sources: Any, recipe_dir: Path | None) -> str:
@@ -115,26 +123,6 @@ def _deps(value: Any) -> list[str]:
     return out
 
 
-def _first_line(exc: BaseException) -> str:
-    """The engine's message, one line and at most 300 characters (not its whole dump)."""
-    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    return text if len(text) <= 300 else text[:297] + "..."
-
-
-def _user_recipe(rb: Any, recipe: Path, variants_file: Path) -> tuple[Any, Any]:
-    """A user's recipe.yaml (and variants.yaml) parsed by rattler-build; what it cannot parse
-    (unclosed YAML, an empty file, a list, an unknown anchor) is a one-line UsageError."""
-    shown = recipe
-    try:
-        parsed = rb.Stage0Recipe.from_file(recipe)
-        shown = variants_file
-        has_variants = variants_file.is_file()
-        variants = rb.VariantConfig.from_file(variants_file) if has_variants else rb.VariantConfig()
-    except rb.RattlerBuildError as exc:
-        raise UsageError(f"cannot parse {shown}: {_first_line(exc)}") from None
-    return parsed, variants
-
-
 def render_job(job: Job, build_platform: str, run_tests: bool) -> list[RecipeFacts]:
     """The environments of `job`, one RecipeFacts per variant its recipe renders to; [] when only a
     meta.yaml exists (conda-build renders and solves that itself, before it compiles)."""
@@ -148,6 +136,9 @@ def _render_job(job: Job, build_platform: str, run_tests: bool, scratch: Path) -
     import rattler_build as rb
 
     from condapipe.engines.base import V1_RECIPE
+    from condapipe.engines.recipe_skip import is_skipped
+    from condapipe.engines.recipe_variants import load_variant_config, recipe_variant_file
+    from condapipe.engines.render_error import engine_message
 
     recipe_dir: Path | None = None
     if job.spec is not None:
@@ -164,43 +155,58 @@ def _render_job(job: Job, build_platform: str, run_tests: bool, scratch: Path) -
         recipe_dir = job.recipe_dir
         if not (recipe_dir / V1_RECIPE).is_file():
             return []
-        recipe, variants = _user_recipe(rb, recipe_dir / V1_RECIPE, recipe_dir / "variants.yaml")
+        variant_file = recipe_variant_file(recipe_dir)
+        try:
+            recipe = rb.Stage0Recipe.from_file(recipe_dir / V1_RECIPE)
+        except rb.RattlerBuildError as exc:
+            raise UsageError(f"cannot parse {recipe_dir / V1_RECIPE}: {engine_message(str(exc))}") from None
+        variants = rb.VariantConfig()
+        for file in [variant_file, *job.variant_files]:
+            if file is None:
+                continue
+            try:
+                variants = variants.merge(load_variant_config(file, job.platform))
+            except rb.RattlerBuildError as exc:
+                raise UsageError(f"cannot parse {file}: {engine_message(str(exc))}") from None
         if job.pythons:
             variants = variants.merge(rb.VariantConfig({"python": list(job.pythons)}))
     target = job.platform or build_platform
     config = rb.RenderConfig(platform=rb.PlatformConfig(target_platform=target)) if job.platform else None
-    facts = []
     try:
-        renders = recipe.render(variants, config)
+        renders = list(recipe.render(variants, config))
     except rb.RattlerBuildError as exc:
-        if recipe_dir is None:
-            raise  # a recipe condapipe rendered itself: a bug, not the user's input
-        raise UsageError(f"cannot render {recipe_dir / V1_RECIPE}: {_first_line(exc)}") from None
+        shown = recipe_dir / V1_RECIPE if recipe_dir is not None else job.label
+        raise UsageError(f"cannot render {shown}: {engine_message(str(exc))}") from None
+    stage0 = recipe.to_dict()
+    facts = []
     for rendered in renders:
         data = rendered.recipe.to_dict()
         variant = dict(rendered.variant)
+        if is_skipped(stage0, variant, config):
+            continue  # the engine builds nothing of it: nothing to solve
         req = data.get("requirements") or {}
         pin = [pin_to_variant(s, variant) for s in _deps(req.get("run"))]
-        envs = [
-            Environment(
-                job.label,
-                "build",
-                build_platform,
-                tuple(pin_to_variant(s, variant) for s in _deps(req.get("build"))),
-            ),
-            Environment(
-                job.label, "host", target, tuple(pin_to_variant(s, variant) for s in _deps(req.get("host")))
-            ),
-        ]
+        package = data.get("package") or {}
+        name = str(package.get("name", job.name))
+        build_specs = tuple(pin_to_variant(s, variant) for s in _deps(req.get("build")))
+        host_specs = tuple(pin_to_variant(s, variant) for s in _deps(req.get("host")))
+        if (data.get("build") or {}).get("merge_build_and_host_envs"):
+            # one environment, solved for the target: rattler-build installs host and build together
+            merged = tuple(dict.fromkeys(host_specs + build_specs))
+            envs = [Environment(job.label, "host", target, merged, name)]
+        else:
+            envs = [
+                Environment(job.label, "build", build_platform, build_specs, name),
+                Environment(job.label, "host", target, host_specs, name),
+            ]
         if run_tests and data.get("tests"):
             test = [*pin, *(pin_to_variant(s, variant) for s in _test_specs(data.get("tests")))]
-            envs.append(Environment(job.label, "test", target, tuple(dict.fromkeys(test))))
-        package = data.get("package") or {}
+            envs.append(Environment(job.label, "test", target, tuple(dict.fromkeys(test)), name))
         build = data.get("build") or {}
         facts.append(
             RecipeFacts(
                 job=job.label,
-                package=str(package.get("name", job.name)),
+                package=name,
                 version=str(package.get("version", "0")),
                 build_string=str(build.get("string") or f"planned_{build.get('number', 0)}"),
                 platform="noarch" if build.get("noarch") else target,

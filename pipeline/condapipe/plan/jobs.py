@@ -52,3 +52,4 @@ class Job:
     needs_jobs: tuple[str, ...] = ()  # labels of jobs whose published packages this build consumes
     platform: str | None = None
     pythons: tuple[str, ...] = ()  # a recipe directory's --python variants (a spec carries its own)
+    variant_files: tuple[Path, ...] = ()  # a recipe directory's -m files, read after its own

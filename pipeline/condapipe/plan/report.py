@@ -142,6 +142,8 @@ def build_report(
         "packages": [p["path"] for p in main],  # what was asked for, in the channel
         "package_details": details,  # every published package, prerequisites included
         "prerequisites_from_channels": from_channels,
+        # outputs the recipe skips on this platform (build/skip): built and published nowhere
+        "skipped": [str(name) for r in builds if r.record for name in r.record.data.get("skipped", [])],
         "install": install_hint(plan.output_dir, [p["name"] for p in main], channels=channels),
         "check": env_hint(plan.output_dir, [p["name"] for p in main], channels),
     }
@@ -185,6 +187,8 @@ def to_markdown(report: dict[str, Any]) -> str:
             )
     else:
         lines.append("none published")
+    for name in report.get("skipped", []):
+        lines.append(f"- skipped by the recipe (build/skip), nothing published: {name}")
     for note in report["prerequisites_from_channels"] + report["notes"]:
         lines.append(f"- {note}")
     return "\n".join(lines) + "\n"
@@ -259,6 +263,8 @@ def print_summary(
     if report["package_details"]:
         _print_packages(report, console)
     lines = [f"prerequisite {note}" for note in report["prerequisites_from_channels"]]
+    skipped = report.get("skipped", [])
+    lines += [f"skipped by the recipe (build/skip), nothing published: {name}" for name in skipped]
     lines.append(f"channel: {report['channel']}")
     if report["install"]:
         lines.append(f"install: {report['install']}")

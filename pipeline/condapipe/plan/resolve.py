@@ -204,6 +204,12 @@ class PlannedPackages:
 # ---------------------------------------------------------------- solving
 
 
+def _sibling(facts: RecipeFacts, env: Environment) -> bool:
+    """Another output of the same recipe: the engine builds it in the same run (in the order its
+    pins need), so it is there for this output's environments; a package never builds itself."""
+    return facts.job == env.job and bool(env.package) and facts.package != env.package
+
+
 def _channel_of(record: Any) -> str:
     channel = str(getattr(record, "channel", "") or "")
     return channel.rstrip("/")
@@ -317,16 +323,21 @@ def resolve_plan(
     async def run() -> None:
         gw = gateway()
         for env in envs:
-            earlier = [f for f in (*extra_planned, *recipes) if order.get(f.job, -1) < order[env.job]]
+            earlier = [
+                f
+                for f in (*extra_planned, *recipes)
+                if order.get(f.job, -1) < order[env.job] or _sibling(f, env)
+            ]
             planned = PlannedPackages(earlier)
             sources: list[Any] = ([planned] if planned else []) + [rattler.Channel(c) for c in usable]
-            names = {spec_name(s) for s in env.specs}
+            # a virtual package (__unix, __glibc) is this machine's, never a channel's: the solver has it
+            names = {spec_name(s) for s in env.specs if not spec_name(s).startswith("__")}
             try:
                 have = await _available_names(gw, sources, env.platform, names) if sources else set()
             except GatewayError as exc:
                 conflicts.append((f"{env.job} ({env.kind})", str(exc).splitlines()[0]))
                 continue
-            absent = [s for s in env.specs if spec_name(s) not in have]
+            absent = [s for s in env.specs if spec_name(s) in names and spec_name(s) not in have]
             for spec in absent:
                 name = spec_name(spec)
                 entry = missing.get(name)

@@ -29,9 +29,24 @@ def _packages(ctx: StepContext, step_id: str) -> list[Path]:
     from condapipe.package.io import package_suffix
 
     pkgs = [p for p in ctx.dep_files(step_id) if package_suffix(p.name)]
-    if not pkgs:
+    if not pkgs and not skipped_outputs(ctx, step_id):
         raise BuildFailed(f"{ctx.step.id}: {step_id} produced no package")
     return pkgs
+
+
+def skipped_outputs(ctx: StepContext, step_id: str) -> list[str]:
+    """The outputs the recipe skips (`build: skip`), as the build step recorded them and every
+    later step passes on: a step with only skipped outputs has nothing to do, and says so."""
+    record = ctx.deps.get(step_id)
+    skipped = record.data.get("skipped") if record else None
+    return [str(s) for s in skipped] if isinstance(skipped, list) else []
+
+
+def _note_skipped(ctx: StepContext, step_id: str) -> dict[str, list[str]]:
+    skipped = skipped_outputs(ctx, step_id)
+    for name in skipped:
+        ctx.log.write(f"skipped by the recipe (build/skip): {name}; nothing of it is built or published")
+    return {"skipped": skipped} if skipped else {}
 
 
 def render_action(spec: BuildSpec, label: str) -> Action:
@@ -69,6 +84,7 @@ def build_action(job: Job, options: PlanOptions) -> Action:
             # gets published), so a failure only after fix points at the fixer.
             run_tests=options.run_tests,
             target_platform=job.platform,
+            variant_files=job.variant_files,
             override_channels=options.override_channels,
             env=tuple(sorted(build_env(job, options).items())),
             echo=options.echo,
@@ -84,9 +100,12 @@ def build_action(job: Job, options: PlanOptions) -> Action:
         except BuildFailed as exc:
             raise with_source_advice(exc, job) from None
         ctx.log.write(f"engine log: {result.log_path}")
+        for name in result.skipped:
+            ctx.log.write(f"skipped by the recipe (build/skip): {name}")
+        data = {"engine": engine.name, "engine_log": str(result.log_path), "recipe_dir": str(recipe_dir)}
         return StepOutcome(
             files=tuple(sorted(result.packages)),
-            data={"engine": engine.name, "engine_log": str(result.log_path), "recipe_dir": str(recipe_dir)},
+            data={**data, **({"skipped": list(result.skipped)} if result.skipped else {})},
         )
 
     return run
@@ -161,6 +180,7 @@ def fix_action(build_step: str, family: str | None, options: PlanOptions) -> Act
                 output_dir=ctx.step_dir / pkg.parent.name,
                 draft=draft,
                 keep_tree=True,  # the verify step reads it instead of unpacking the package again
+                records_work_dir=options.work_dir,  # the package never names condapipe's work dir
             )
             changed = len(report.changed)
             phases = ", ".join(f"{k} {v:.1f} s" for k, v in report.timings.items())
@@ -175,7 +195,8 @@ def fix_action(build_step: str, family: str | None, options: PlanOptions) -> Act
                 "timings": {k: round(v, 3) for k, v in report.timings.items()},
             }
             fixed.append(Path(report.output or ctx.step_dir / pkg.parent.name / pkg.name))
-        return StepOutcome(files=tuple(fixed), data={"fix": summaries, "compression": [fmt, level]})
+        data = {"fix": summaries, "compression": [fmt, level], **_note_skipped(ctx, build_step)}
+        return StepOutcome(files=tuple(fixed), data=data)
 
     return run
 
@@ -238,7 +259,8 @@ def verify_action(
                     f"verify failed for {pkg.name}: {report.errors[0] if report.errors else 'not ok'}{more}",
                     log_path=str(ctx.log.path),
                 )
-        return StepOutcome(data={"verify": reports, "archs": archs.torch_arch_list() if archs else None})
+        data = {"verify": reports, "archs": archs.torch_arch_list() if archs else None}
+        return StepOutcome(data={**data, **_note_skipped(ctx, fix_step)})
 
     return run
 
@@ -251,10 +273,13 @@ def test_action(fix_step: str, options: PlanOptions) -> Action:
         from condapipe.publish.channel import ensure_channel
 
         ensure_channel(options.output_dir)  # an unindexed local channel makes rattler-build's test fail
+        packages = _packages(ctx, fix_step)
         channels = [str(options.output_dir.resolve()), *options.engine_channels()]
+        tested = {pkg: rattler_build.Package.from_file(str(pkg)) for pkg in packages}
+        if len(packages) > 1 or any(not package.test_count for package in tested.values()):
+            channels.insert(0, str(sibling_channel(ctx, packages)))
         results = {}
-        for pkg in _packages(ctx, fix_step):
-            package = rattler_build.Package.from_file(str(pkg))
+        for pkg, package in tested.items():
             if not package.test_count:
                 results[pkg.name] = _run_conda_build_tests(ctx, pkg, channels)
                 continue
@@ -270,44 +295,41 @@ def test_action(fix_step: str, options: PlanOptions) -> Action:
             if failed:
                 raise BuildFailed(f"tests {failed} of {pkg.name} failed", log_path=str(ctx.log.path))
             results[pkg.name] = f"{len(outcomes)} passed"
-        return StepOutcome(data={"tests": results})
+        return StepOutcome(data={"tests": results, **_note_skipped(ctx, fix_step)})
 
     return run
 
 
-# The test scripts conda-build writes into a package's info/test/ (conda_build/create_test.py:
-# test/commands go into run_test.sh, test/imports into run_test.py; test/requires into
-# test_time_dependencies.json), which rattler-build's Package API does not count.
-CONDA_BUILD_TEST_SCRIPTS = ("run_test.sh", "run_test.py", "run_test.pl", "run_test.lua", "run_test.r")
+def sibling_channel(ctx: StepContext, packages: list[Path]) -> Path:
+    """A channel in this step's folder holding the fixed outputs of the recipe: an output whose test
+    (or run) requirements name a sibling output finds it there, as it did in the engine's own test,
+    before anything is published. Hard links where the file system allows, else copies."""
+    import shutil
+
+    from condapipe.publish.channel import index_channel
+
+    channel = ctx.step_dir / "siblings"
+    shutil.rmtree(channel, ignore_errors=True)
+    for pkg in packages:
+        target = channel / pkg.parent.name / pkg.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(pkg, target)
+        except OSError:
+            shutil.copy2(pkg, target)
+    (channel / "noarch").mkdir(parents=True, exist_ok=True)
+    index_channel(channel)
+    return channel.resolve()
 
 
 def _run_conda_build_tests(ctx: StepContext, pkg: Path, channels: list[str]) -> str:
-    """Run a conda-build (v0) package's info/test/ scripts in a fresh env, as `conda build --test`
-    does; rattler-build's test runner executes them (its legacy-test path)."""
-    import json
+    """Run a conda-build (v0) package's info/test/ scripts in a fresh env with conda-build's test
+    variables, as `conda build --test` does (condapipe.plan.conda_build_tests); the package itself
+    comes from this step's channel of the recipe's outputs."""
+    from condapipe.plan.conda_build_tests import run_conda_build_tests
 
-    from condapipe.package.io import info_names, read_info_file
-    from condapipe.plan.test_child import run_in_child
-
-    names = info_names(pkg, "info/test/")
-    scripts = [n.rsplit("/", 1)[1] for n in names if n.rsplit("/", 1)[1] in CONDA_BUILD_TEST_SCRIPTS]
-    if not scripts:
-        ctx.log.write(f"{pkg.name}: the package carries no tests")
-        return "no tests"
-    ctx.log.write(f"{pkg.name}: conda-build tests in info/test: {', '.join(scripts)}")
-    done = run_in_child("legacy", pkg, channels, ctx.log)  # rattler-build's legacy-test path, quietly
-    if "error" in done:
-        text = str(done["error"])
-        ctx.log.write(text)
-        why = text.splitlines()[0] if text else "error"
-        if "setup test environment" in why and "info/test/test_time_dependencies.json" in names:
-            requires = json.loads(read_info_file(pkg, "info/test/test_time_dependencies.json"))
-            why += f" (test requires {', '.join(map(str, requires))}: in none of the channels?)"
-        raise BuildFailed(
-            f"conda-build tests ({', '.join(scripts)}) of {pkg.name} failed: {why}",
-            log_path=str(ctx.log.path),
-        )
-    return f"{len(scripts)} passed"
+    scratch = ctx.step_dir / "conda-build-tests" / pkg.name
+    return run_conda_build_tests(pkg, channels, scratch, ctx.work_dir / "test-pkgs", ctx.log.write)
 
 
 def publish_action(fix_step: str, options: PlanOptions) -> Action:
@@ -317,6 +339,9 @@ def publish_action(fix_step: str, options: PlanOptions) -> Action:
 
         channel = options.output_dir
         failed: list[str] = []
+        packages = _packages(ctx, fix_step)
+        if not packages:  # every output skipped by the recipe: the channel is left as it was
+            return StepOutcome(data={"channel": str(channel.resolve()), **_note_skipped(ctx, fix_step)})
 
         def copied(outcome: FileOutcome) -> None:
             if outcome.status is Status.EXISTS:
@@ -328,7 +353,7 @@ def publish_action(fix_step: str, options: PlanOptions) -> Action:
             pause_point(f"publish:copied:{ctx.step.id}")
 
         # force: a rebuild under the same file name replaces the package (and is re-indexed).
-        outcomes, index = publish_packages(channel, _packages(ctx, fix_step), force=True, on_published=copied)
+        outcomes, index = publish_packages(channel, packages, force=True, on_published=copied)
         if failed:
             raise BuildFailed(
                 f"publishing into {channel} failed: {'; '.join(failed)}", log_path=str(ctx.log.path)

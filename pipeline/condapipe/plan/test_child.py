@@ -3,8 +3,9 @@ terminal it finds (its progress callback does not stop them), over condapipe's l
 Here its stderr is a pipe (the bars stay off) that goes into the step's log, and only the result
 comes back: one line, MARK then JSON.
 
-Run as `python -m condapipe.plan.test_child MODE PACKAGE CHANNELS_JSON`; MODE "tests" runs the
-package's own tests (Package.run_tests), "legacy" a conda-build package's info/test scripts.
+Run as `python -m condapipe.plan.test_child tests PACKAGE CHANNELS_JSON`: the package's own tests
+(Package.run_tests). A conda-build package's info/test scripts run in condapipe.plan.conda_build_tests,
+which installs without a progress bar.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -40,21 +40,16 @@ def run_in_child(mode: str, package: Path, channels: list[str], log: Any) -> dic
 def _run(mode: str, package: str, channels: list[str]) -> dict[str, Any]:
     import rattler_build
 
+    if mode != "tests":
+        return {"error": f"unknown test mode {mode!r}"}
     try:
-        if mode == "tests":
-            outcomes = rattler_build.Package.from_file(package).run_tests(channel=channels)
-            return {
-                "outcomes": [
-                    {"index": o.test_index, "success": bool(o.success), "output": list(o.output)}
-                    for o in outcomes
-                ]
-            }
-        from rattler_build.cli_api import test_package
-
-        with warnings.catch_warnings():  # the package-file entry point is the one that runs info/test
-            warnings.simplefilter("ignore", DeprecationWarning)
-            test_package(package, channel=channels)
-        return {"outcomes": []}
+        outcomes = rattler_build.Package.from_file(package).run_tests(channel=channels)
+        return {
+            "outcomes": [
+                {"index": o.test_index, "success": bool(o.success), "output": list(o.output)}
+                for o in outcomes
+            ]
+        }
     except rattler_build.RattlerBuildError as exc:
         return {"error": str(exc)}
 

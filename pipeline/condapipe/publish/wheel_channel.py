@@ -42,6 +42,7 @@ from condapipe.errors import EnvironmentProblem, UsageError
 from condapipe.package.conda_writer import PREFIX_PLACEHOLDER, PackageFile, index_json, write_conda
 from condapipe.package.safe_extract import STREAM_ERRORS, Budget, Limits
 from condapipe.publish.channel import index_channel
+from condapipe.publish.wheel_bytecode import bytecode_files
 from condapipe.safe_paths import open_regular
 from condapipe.value_rules import check_package_part
 
@@ -340,6 +341,8 @@ def wheel_package(path: Path, target: TargetPython) -> WheelPackage:
         files.setdefault(rel, PackageFile(rel, _launcher(module, attr), True, has_prefix=True))
     installer = f"{target.site_packages}/{dist_info}/INSTALLER"
     files[installer] = PackageFile(installer, b"conda\n")
+    for pyc in bytecode_files(files, target.site_packages, target.short):  # as pip would compile them
+        files[pyc.path] = pyc
     depends = [target.dependency]
     for line in meta.get_all("Requires-Dist") or ():
         dep = conda_dependency(str(line), target)

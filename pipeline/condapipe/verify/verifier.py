@@ -49,6 +49,7 @@ from condapipe.package.io import (
 )
 from condapipe.package.safe_extract import UnsafePackage
 from condapipe.scratch import scratch_dir
+from condapipe.verify.prefix_exceptions import PrefixExceptions, declared_exceptions, leak_hint
 
 _TEXT_PROBE = 8192
 _TEXT_MAX = 64 << 20
@@ -195,7 +196,7 @@ def verify_tree(
     allowed = (*system_libs(platform), *dependency_libs(list(index.get("depends", []))), *dep_libs)
     for rel in elves:
         _check_elf(root, rel, allowed, report)
-    _check_text_and_links(root, paths, placeholders, build_prefixes, report)
+    _check_text_and_links(root, paths, placeholders, build_prefixes, report, declared_exceptions(root))
     archs = _archs_to_check(root, str(index.get("name", "")), archs, cuda, report)
     _check_archive_archs(root, paths, archs, report)
     _check_archs(root, elves, archs, deep, report)
@@ -322,8 +323,10 @@ def _check_text_and_links(
     placeholders: dict[str, str],
     build_prefixes: tuple[str, ...],
     report: VerifyReport,
+    declared: PrefixExceptions | None = None,
 ) -> None:
     explicit = [p.encode() for p in build_prefixes if p]
+    declared = declared or PrefixExceptions()
     for entry in paths:
         rel = entry["_path"]
         full = root / rel
@@ -335,14 +338,18 @@ def _check_text_and_links(
         if not full.is_file() or full.stat().st_size > _TEXT_MAX or not _is_text(full):
             continue
         data = full.read_bytes()
-        if rel in placeholders and entry.get("file_mode", "text") == "text":
+        if rel in placeholders:  # text or binary mode: the engine rewrites it at install time
             data = data.replace(placeholders[rel].encode(), b"")
         hits = [p.decode() for p in explicit if p in data]
         match = _build_path_re().search(data)
         if match:
             hits.append(match.group(0).decode("utf-8", "replace"))
-        if hits:
-            report.errors.append(f"{rel}: mentions the build machine path {hits[0]}")
+        if hits and declared.covers(rel):
+            report.warnings.append(
+                f"{rel}: mentions the build machine path {hits[0]} (declared in {declared.declared_in})"
+            )
+        elif hits:
+            report.errors.append(f"{rel}: mentions the build machine path {hits[0]}; {leak_hint(rel)}")
 
 
 def _check_archs(

@@ -190,6 +190,14 @@ def command(
     for chan in channels:
         check_channel(chan, "-c/--channel")
     recipe_dir = _recipe_dir_target(target) if target else None
+    # A recipe directory's -m files go to the engine as they are (conda-build -m, rattler-build
+    # --variant-config), read with the recipe's own variant file; a family's become spec flags.
+    variant_files = (
+        tuple(Path(f) for f in spec_params.pop("variant_config", None) or ()) if recipe_dir else ()
+    )
+    for variant_file in variant_files:
+        if not variant_file.is_file():
+            raise UsageError(f"-m/--variant-config {variant_file}: no such file")
     settings = settings_from_flags(target, spec_params, compile_cache=compile_cache)  # once per command
     target = settings.require_package()  # the command line's, else the config file's `package`
     cache_env = _explicit_compile_cache(settings)
@@ -275,6 +283,7 @@ def command(
         plan_options(env, setup),
         pythons=tuple(spec_params.get("python") or ()),
         platform=spec_params.get("platform") or None,
+        variant_files=tuple(f.resolve() for f in variant_files),
         dry_run=dry_run,
         as_json=as_json,
         channels=setup,
