@@ -18,6 +18,10 @@ from pathlib import Path
 import pytest
 
 _BIN = str(Path(sys.executable).parent)
+
+# tests/data holds recipes and packages the tests build, not tests: a recipe's run_test.py is a
+# conda test script that runs inside a test environment, never under pytest.
+collect_ignore_glob = ["data/*"]
 if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = os.pathsep.join(filter(None, (_BIN, os.environ.get("PATH"))))
 
