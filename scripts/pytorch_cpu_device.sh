@@ -161,10 +161,18 @@ with open(sys.argv[1], "rb") as fh, zstandard.ZstdDecompressor().stream_reader(f
     "$py" "$root/scripts/fresh_env.py" /root/baseline-env --channel /root/host-channel \
         "python 3.12.*" "numpy 2.0.1.*" "setuptools >=70.1.0" "typing_extensions >=4.10.0" pyyaml ninja six pip \
         "mkl-devel 2023.1.*" >/root/baseline-env.txt
-    rendered=$(grep -rlsa --include=build.sh '^export TH_BINARY_BUILD=' /root/work | head -1)
-    [ -n "$rendered" ] || { echo "no rendered pytorch build.sh under /root/work" >&2; exit 1; }
-    jobs=$(grep -ao 'condapipe: MAX_JOBS=[0-9]*' "$log" | head -1 | cut -d= -f2)
     tree=$(dirname "$(find /root/baseline-src -maxdepth 2 -name version.txt | head -1)")
+    # The knobs and MAX_JOBS of condapipe's build in this hold, or, in a hold of its own (the build
+    # measured in an earlier one), condapipe's rendered recipe and doctor's MAX_JOBS for the same spec.
+    rendered=$(grep -rlsa --include=build.sh '^export TH_BINARY_BUILD=' /root/work 2>/dev/null | head -1 || true)
+    jobs=$(grep -ao 'condapipe: MAX_JOBS=[0-9]*' "$log" 2>/dev/null | head -1 | cut -d= -f2 || true)
+    if [ -z "$rendered" ] || [ -z "$jobs" ]; then
+        spec=(pytorch --version 2.6.0 --python 3.12 --cuda cpu --source "$tree")
+        condapipe render "${spec[@]}" -o /root/baseline-recipe --force >/dev/null
+        rendered=/root/baseline-recipe/build.sh
+        jobs=$(condapipe doctor "${spec[@]}" 2>&1 | grep -ao 'build environment: MAX_JOBS=[0-9]*' | head -1 | cut -d= -f2)
+    fi
+    [ -f "$rendered" ] && [ -n "$jobs" ] || { echo "no rendered pytorch build.sh or MAX_JOBS" >&2; exit 1; }
     cd "$tree"
     setsid nohup "$py" - "$rendered" "$jobs" /root/baseline-env "$tree" >/root/baseline.log 2>&1 <<'PY' &
 import os, re, subprocess, sys, time
