@@ -170,7 +170,7 @@ with open(sys.argv[1], "rb") as fh, zstandard.ZstdDecompressor().stream_reader(f
         spec=(pytorch --version 2.6.0 --python 3.12 --cuda cpu --source "$tree")
         condapipe render "${spec[@]}" -o /root/baseline-recipe --force >/dev/null
         rendered=/root/baseline-recipe/build.sh
-        jobs=$(condapipe doctor "${spec[@]}" 2>&1 | grep -ao 'build environment: MAX_JOBS=[0-9]*' | head -1 | cut -d= -f2)
+        jobs=$(condapipe doctor "${spec[@]}" 2>&1 | grep -a '^build environment:' | grep -o 'MAX_JOBS=[0-9]*' | head -1 | cut -d= -f2)
     fi
     [ -f "$rendered" ] && [ -n "$jobs" ] || { echo "no rendered pytorch build.sh or MAX_JOBS" >&2; exit 1; }
     cd "$tree"
