@@ -170,6 +170,9 @@ def test_cli_check_human_output_shows_the_rejected_hunk(tmp_path, catalog):
         (["list", "--for", "pytorch==1.x"], "invalid version '1.x'"),
         (["list", "--for", "tensorflow==2.0"], "no patches are catalogued for 'tensorflow'"),
         (["list", "--catalog", "{src}/missing.yaml"], "cannot read patch catalog"),
+        (["list", "pytorch", "--cuda", "garbage"], "'garbage': expected a version like 12.4"),
+        (["list", "--cuda", "12.x"], "invalid CUDA version '12.x'"),
+        (["list", "pytorch", "--version", "2.6.0", "--cuda", "cu"], "invalid CUDA version 'cu'"),
     ],
 )
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, args, message):

@@ -387,18 +387,20 @@ def _is_version(text: str) -> bool:
     return True
 
 
-def parse_version(text: str, what: str = "version") -> Version:
+def parse_version(text: str, what: str = "version", example: str = "1.13.0") -> Version:
     """A PEP 440 version from user input, or a one-line UsageError."""
     try:
         return Version(text)
     except InvalidVersion:
-        raise UsageError(f"invalid {what} {text!r}: expected a version like 1.13.0") from None
+        raise UsageError(f"invalid {what} {text!r}: expected a version like {example}") from None
 
 
-def _cuda_version(cuda: str | None) -> Version | None:
+def cuda_version(cuda: str | None) -> Version | None:
+    """The CUDA version of a build (None for a CPU build); a CUDA the tables do not know is still
+    a version a catalog range can hold, so only the spelling is checked."""
     if cuda is None or cuda.strip().lower() in ("", "cpu", "none"):
         return None
-    return parse_version(cuda.strip(), "CUDA version")
+    return parse_version(cuda.strip(), "CUDA version", "12.4 (or cpu)")
 
 
 def applicable(
@@ -421,7 +423,7 @@ def applicable(
     if platform not in PLATFORMS:
         raise UsageError(f"unknown platform {platform!r}; choose one of {', '.join(PLATFORMS)}")
     v = parse_version(version)
-    c = _cuda_version(cuda)
+    c = cuda_version(cuda)
     return [e for e in cat.entries if e.matches(package, v, c, platform, board)]
 
 

@@ -16,6 +16,7 @@ from condapipe.render.patch_catalog import (
     Catalog,
     PatchEntry,
     applicable,
+    cuda_version,
     load_catalog,
     parse_version,
 )
@@ -37,6 +38,7 @@ def _parse_for(text: str) -> tuple[str, str | None]:
 def _select(
     catalog: Catalog, target: str | None, cuda: str | None, platform: str, board: str | None
 ) -> list[PatchEntry]:
+    cuda_version(cuda)  # a misspelt --cuda is an error even where it filters nothing
     if target is None:
         return list(catalog.entries)
     package, version = _parse_for(target)
