@@ -57,8 +57,9 @@ def test_auto_picks_conda_build_when_conda_build_is_installed(real_conda: Path) 
 
 def test_build_runs_conda_build_with_the_documented_flags(standin_conda: Path, tmp_path: Path) -> None:
     """Stand-in: remote channels (-c https://..., conda-forge) cannot be reached here. It mirrors the
-    real conda build's argparse contract and its --output/build pair; the real tool's own reading of
-    these flags is tested below (several pythons, formats, logs)."""
+    real conda build's argparse contract; the real tool's own reading of these flags is tested below
+    (several pythons, formats, logs). conda-build starts once: the packages are the files the build
+    wrote, not a second `conda build --output` run (which renders and solves again)."""
     opts = options(
         tmp_path,
         channels=("https://conda.anaconda.org/pytorch", "conda-forge"),
@@ -70,9 +71,7 @@ def test_build_runs_conda_build_with_the_documented_flags(standin_conda: Path, t
 
     out = str((tmp_path / "channel").resolve())
     build_calls = [c for c in calls(standin_conda) if c[:2] == ["build", str(RECIPES / "hello-v0")]]
-    assert len(build_calls) == 2  # `--output` to learn the paths, then the build itself
-    query, build = build_calls
-    assert query == [*build[:2], "--output", *build[2:]]
+    (build,) = build_calls
     assert build[2:] == [
         "--output-folder", out,
         "-c", out,  # the output folder first: freshly built dependencies win
@@ -246,6 +245,34 @@ def test_a_standalone_conda_build_executable_is_used_when_conda_is_not_on_path(
     assert pkg.name == "hello-v0-2.0.1-3.conda" and pkg.is_file()
 
 
+def test_a_conda_without_conda_build_gives_way_to_the_standalone_conda_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `conda` first on PATH that has no build command (conda-build is not installed into it):
+    the build it refuses is not reported as the recipe's failure; the real standalone `conda-build`
+    next to it builds the package, and only that build's log is kept."""
+    venv = conda_build_venv()
+    if venv is None:
+        pytest.skip(HOW_TO_GET_CONDA_BUILD)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    conda = bin_dir / "conda"  # what conda prints for a subcommand it does not have
+    conda.write_text("#!/bin/sh\necho \"conda: error: argument COMMAND: invalid choice: '$1'\" >&2\nexit 2\n")
+    conda.chmod(0o755)
+    (bin_dir / "conda-build").symlink_to(venv / "bin" / "conda-build")
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("CONDA_PKGS_DIRS", str(tmp_path / "pkgs"))
+    _works.cache_clear()
+    try:
+        result = CondaBuildEngine().build(RECIPES / "hello-v0", options(tmp_path, run_tests=False))
+    finally:
+        _works.cache_clear()
+    (pkg,) = result.packages
+    assert pkg.name == "hello-v0-2.0.1-3.conda" and pkg.is_file()
+    assert result.log_path.read_text().splitlines()[0].startswith(f"condapipe: {bin_dir / 'conda-build'} ")
+    assert [p.name for p in result.log_path.parent.iterdir()] == [result.log_path.name]
+
+
 # --- conda-build's real behaviours the stand-in reproduces (conda-build 26, conda_build/create_test.py) ---
 
 TESTED_META = """package:
@@ -313,11 +340,11 @@ def test_a_missing_build_tool_is_named_with_the_channels_searched_and_the_fix(
     assert f"channels searched: {(tmp_path / 'channel').resolve().as_uri()}" in first
     assert "dependency not found in the channels" in message and "--build-tools wheels" in message
     log = Path(info.value.log_path or "")
-    assert "--output" in log.read_text().splitlines()[0]
+    assert log.read_text().splitlines()[0].startswith("condapipe: ")  # the build's own command line
     assert not list((tmp_path / "channel").glob("*/*.conda"))
 
-    # A channel that holds a package: `--output` renders without solving, the build itself fails, and
-    # the error still ends in conda-build's cause line naming cmake.
+    # A channel that holds a package: conda-build renders without solving, the build's solve fails,
+    # and the error still ends in conda-build's cause line naming cmake.
     hello = CondaBuildEngine().build(RECIPES / "hello-v0", options(tmp_path / "h", run_tests=False))
     publish_packages(tmp_path / "channel", hello.packages)
     with pytest.raises(BuildFailed) as info:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from condapipe.cli.family_build import live_table_shown, run_and_report
 from condapipe.cli.output import console, err_console, print_json
+from condapipe.cli.plan_run import live_table_shown, run_and_report
 from condapipe.cli.plan_text import plan_lines, shown_path
 from condapipe.cli.resolve_step import resolve_before_building
 from condapipe.engines import engine_for_recipe

@@ -27,12 +27,15 @@ def resolve_before_building(
         return None
     from condapipe.plan.environments import RecipeFacts
     from condapipe.plan.resolve import resolve_plan
-    from condapipe.publish.tool_channel import BUILD_STRING
 
-    tools = tuple(
-        RecipeFacts("tool-channel", name, version, BUILD_STRING, "linux-64", (), (), "PyPI wheel")
-        for name, version in setup.planned_tools
-    )
+    tools: tuple[RecipeFacts, ...] = ()
+    if setup.planned_tools:  # a dry run's tool channel, not written: its packages as planned
+        from condapipe.publish.tool_channel import BUILD_STRING
+
+        tools = tuple(
+            RecipeFacts("tool-channel", name, version, BUILD_STRING, "linux-64", (), (), "PyPI wheel")
+            for name, version in setup.planned_tools
+        )
     resolution = resolve_plan(
         plan,
         setup.statuses,

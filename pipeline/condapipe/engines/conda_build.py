@@ -2,7 +2,8 @@
 
 Users who already have conda get the builder the PyTorch project itself used. The adapter is
 only argv plumbing: every option of BuildOptions maps to a documented `conda build` flag, the
-package paths come from `conda build --output`, and the log is streamed and kept.
+log is streamed and kept, and the packages are the ones the build wrote into the output folder
+(one conda-build run: asking `conda build --output` first would start, render and solve twice).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import subprocess
 import time
 from functools import lru_cache
@@ -32,15 +34,15 @@ def _works(command: tuple[str, ...]) -> bool:
     return proc.returncode == 0
 
 
+def _conda_build_commands() -> list[tuple[str, ...]]:
+    """The commands that may run conda-build here, in order: `conda build`, the standalone `conda-build`."""
+    conda, standalone = shutil.which("conda"), shutil.which("conda-build")
+    return [*([(conda, "build")] if conda else []), *([(standalone,)] if standalone else [])]
+
+
 def find_conda_build() -> tuple[str, ...] | None:
     """The command that runs conda-build: `conda build`, else the standalone `conda-build`."""
-    conda = shutil.which("conda")
-    if conda and _works((conda, "build")):
-        return (conda, "build")
-    standalone = shutil.which("conda-build")
-    if standalone and _works((standalone,)):
-        return (standalone,)
-    return None
+    return next((command for command in _conda_build_commands() if _works(command)), None)
 
 
 # conda's and conda-build's error lines ("PackagesNotFoundError: The following packages ...",
@@ -147,14 +149,18 @@ def write_python_variants(path: Path, pythons: tuple[str, ...]) -> None:
     tmp.replace(path)
 
 
-def _written(path: Path) -> Path:
-    """Where conda-build wrote the package `--output` named: an output with its own `target:`
-    (split-packages/_output_specific_subdir) is named under the recipe's subdir but written under
-    its target's; the one file of that name in another subdir folder is it."""
-    if path.is_file():
-        return path
-    found = [p for p in path.parent.parent.glob(f"*/{path.name}") if p.is_file()]
-    return found[0] if len(found) == 1 else path
+def _package_files(output_dir: Path, package_format: str) -> dict[Path, tuple[int, int, int]]:
+    """The packages in the output folder's subdir folders, each with (mtime_ns, size, inode): what
+    a build wrote is what is new or changed afterwards. Read from the folder rather than asked of
+    `conda build --output` (a second conda-build start that renders and solves again, seconds on a
+    small recipe); an output with its own `target:` lands under its target's subdir, found here too.
+    """
+    found: dict[Path, tuple[int, int, int]] = {}
+    for path in output_dir.glob(f"*/*.{package_format}"):
+        st = path.lstat()
+        if stat.S_ISREG(st.st_mode):
+            found[path] = (st.st_mtime_ns, st.st_size, st.st_ino)
+    return found
 
 
 class CondaBuildEngine:
@@ -166,15 +172,11 @@ class CondaBuildEngine:
     def available(self) -> bool:
         return find_conda_build() is not None
 
-    def argv(
-        self, command: tuple[str, ...], recipe_dir: Path, options: BuildOptions, *, output: bool = False
-    ) -> list[str]:
+    def argv(self, command: tuple[str, ...], recipe_dir: Path, options: BuildOptions) -> list[str]:
         """The exact `conda build` command line for this recipe and these options."""
         if options.package_format == "tar.bz2" and options.compression_level is not None:
             raise UsageError("conda-build has no bzip2 compression level option; drop --compression-level")
         args = [*command, str(recipe_dir)]
-        if output:
-            args.append("--output")
         args += ["--output-folder", str(options.output_dir.resolve())]
         for channel in options.all_channels():
             args += ["-c", channel]
@@ -206,36 +208,14 @@ class CondaBuildEngine:
         command = find_conda_build() or ("conda", "build")
         return [" ".join(self.argv(command, recipe_dir, options))]
 
-    def expected_packages(
-        self, command: tuple[str, ...], recipe_dir: Path, options: BuildOptions
-    ) -> list[Path]:
-        """Ask conda-build where the packages will land (`conda build --output`). It renders the
-        recipe and solves its build/host environments, so a missing dependency fails here: the
-        output is kept as the build log and the user sees conda's error line, not its help text."""
-        argv = self.argv(command, recipe_dir, options, output=True)
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            log_path = log_file_for(options, recipe_dir.resolve().name, self.name)
-            with BuildLog(log_path) as log:
-                log.write("condapipe: " + " ".join(argv))
-                log.write(proc.stdout or "")
-                log.write(proc.stderr or "")
-                log_path = log.path
-            raise BuildFailed(
-                f"`conda build --output` failed for {recipe_dir}: "
-                f"{with_channels(error_line(proc.stderr, proc.stdout), options)}",
-                diagnosis=diagnose.summary(diagnose.diagnose_file(log_path)),
-                log_path=str(log_path),
-            )
-        lines = [line.strip() for line in proc.stdout.splitlines()]
-        # A recipe whose `build: skip` holds for every variant names nothing: conda-build skips it.
-        return [Path(line) for line in lines if line.endswith(f".{options.package_format}")]
-
     def build(self, recipe_dir: Path, options: BuildOptions) -> EngineResult:
+        """One `conda build` run. The first command that may run conda-build is not asked first
+        (`conda build --version` starts conda, a second or more): only when the build fails is it
+        checked, and a command that cannot run conda-build at all gives way to the next that can."""
         if not (recipe_dir / V0_RECIPE).is_file():
             raise UsageError(f"{recipe_dir} has no {V0_RECIPE}; conda-build builds v0 recipes")
-        command = find_conda_build()
-        if command is None:
+        commands = _conda_build_commands()
+        if not commands:
             raise EnvironmentProblem(
                 "conda-build is not installed",
                 fix="`conda install conda-build`, or use --engine rattler-build",
@@ -243,19 +223,17 @@ class CondaBuildEngine:
         if len(options.pythons) > 1:
             write_python_variants(python_variant_file(options), options.pythons)
         started = time.monotonic()
-        expected = self.expected_packages(command, recipe_dir, options)
-        log_path = log_file_for(options, recipe_dir.resolve().name, self.name)
-        if not expected:
-            with BuildLog(log_path, echo=options.echo) as log:
-                log.write(f"condapipe: conda-build skips {recipe_dir}: build/skip holds for every variant")
-                log_path = log.path
-            skipped = (f"{recipe_dir.name} (build/skip holds for every variant)",)
-            return EngineResult(self.name, (), log_path, time.monotonic() - started, skipped)
-        argv = self.argv(command, recipe_dir, options)
-        with BuildLog(log_path, echo=options.echo) as log:
-            log.write("condapipe: " + " ".join(argv))
-            code = stream_process(argv, log, env={**os.environ, **dict(options.env)})
-            log_path = log.path
+        before = _package_files(options.output_dir, options.package_format)
+        code, built, log_path = self._run(commands[0], recipe_dir, options, before)
+        if code != 0 and not _works(commands[0]):  # not the recipe's failure: no conda-build there
+            log_path.unlink(missing_ok=True)
+            command = find_conda_build()
+            if command is None:
+                raise EnvironmentProblem(
+                    "conda-build is not installed",
+                    fix="`conda install conda-build`, or use --engine rattler-build",
+                )
+            code, built, log_path = self._run(command, recipe_dir, options, before)
         if code != 0:
             raise BuildFailed(
                 f"conda build exited with {code} for {recipe_dir}: "
@@ -263,11 +241,30 @@ class CondaBuildEngine:
                 diagnosis=diagnose.summary(diagnose.diagnose_file(log_path)),
                 log_path=str(log_path),
             )
-        expected = [_written(p) for p in expected]
-        missing = [p for p in expected if not p.is_file()]
-        if missing:
-            raise BuildFailed(
-                f"conda build succeeded but did not write {', '.join(map(str, missing))}",
-                log_path=str(log_path),
-            )
-        return EngineResult(self.name, tuple(expected), log_path, time.monotonic() - started)
+        if not built:
+            skipped = (f"{recipe_dir.name} (build/skip holds for every variant)",)
+            return EngineResult(self.name, (), log_path, time.monotonic() - started, skipped)
+        return EngineResult(self.name, tuple(built), log_path, time.monotonic() - started)
+
+    def _run(
+        self,
+        command: tuple[str, ...],
+        recipe_dir: Path,
+        options: BuildOptions,
+        before: dict[Path, tuple[int, int, int]],
+    ) -> tuple[int, list[Path], Path]:
+        """Run the build into its log: (exit status, the packages it wrote in build order, the log)."""
+        log_path = log_file_for(options, recipe_dir.resolve().name, self.name)
+        argv = self.argv(command, recipe_dir, options)
+        with BuildLog(log_path, echo=options.echo) as log:
+            log.write("condapipe: " + " ".join(argv))
+            try:
+                code = stream_process(argv, log, env={**os.environ, **dict(options.env)})
+            except OSError as exc:  # not runnable (a dangling link): as a shell says it, then the next
+                log.write(f"condapipe: cannot run {command[0]}: {exc.strerror or exc}")
+                code = 127
+            after = _package_files(options.output_dir, options.package_format)
+            built = sorted((p for p, st in after.items() if before.get(p) != st), key=lambda p: (after[p], p))
+            if code == 0 and not built:  # `build: skip` holds for every variant: conda-build skips it
+                log.write(f"condapipe: conda-build skips {recipe_dir}: build/skip holds for every variant")
+        return code, built, log.path

@@ -14,11 +14,15 @@ the doctor's table or a flag's help text re-runs no render, fix or verify.
 from __future__ import annotations
 
 import ast
+import dis
 import hashlib
-from collections.abc import Iterable
+import importlib.machinery
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from types import CodeType
 
 PACKAGE = "condapipe"
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # the directory of condapipe/__init__.py
@@ -70,30 +74,143 @@ def module_file(module: str, root: Path = PACKAGE_DIR) -> Path | None:
     return None
 
 
-@cache  # keyed by the source text: a plan asks once per job, and parsing is the slow part
-def _imports(source: str, module: str, is_package: bool) -> tuple[frozenset[str], bool]:
-    """Names a module imports from condapipe (modules, or `module.name` candidates), and whether it
-    loads submodules by name (importlib.import_module)."""
-    tree = ast.parse(source)
-    package = module if is_package else module.rpartition(".")[0]
+@dataclass(frozen=True)
+class _SourceFacts:
+    """What the digest needs from one module's source, from one parse."""
+
+    imports: frozenset[str]  # names it imports from condapipe (modules, or `module.name` candidates)
+    dynamic: bool  # it loads submodules by name (importlib.import_module)
+    strings: frozenset[str]  # its string constants (data table and profile file names)
+
+
+def _statements(tree: ast.Module) -> Iterator[ast.AST]:
+    """Every statement at any depth (function and class bodies, branches, handlers, match cases),
+    without descending into expressions: an import is always a statement."""
+    todo: list[ast.AST] = list(tree.body)
+    while todo:
+        node = todo.pop()
+        yield node
+        todo.extend(
+            child
+            for child in ast.iter_child_nodes(node)
+            if isinstance(child, ast.stmt | ast.excepthandler | ast.match_case)
+        )
+
+
+def _import_names(node: ast.AST, package: str) -> Iterator[str]:
+    if isinstance(node, ast.Import):
+        yield from (a.name for a in node.names if a.name.split(".")[0] == PACKAGE)
+    elif isinstance(node, ast.ImportFrom):
+        base = node.module or ""
+        if node.level:  # relative: resolve against this module's package
+            anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+            base = f"{anchor}.{base}" if base else anchor
+        if base.split(".")[0] == PACKAGE:
+            yield base
+            yield from (f"{base}.{a.name}" for a in node.names)  # kept only if a module
+
+
+def _constants(code: CodeType) -> Iterator[object]:
+    """The constants of a code object and of the functions and classes in it, tuples flattened."""
+    todo: list[object] = list(code.co_consts)
+    while todo:
+        item = todo.pop()
+        if isinstance(item, CodeType):
+            todo.extend(item.co_consts)
+        elif isinstance(item, tuple | frozenset):
+            todo.extend(item)
+        else:
+            yield item
+
+
+def _code_objects(code: CodeType) -> Iterator[CodeType]:
+    """A module's code object and those of the functions, classes and comprehensions in it."""
+    todo = [code]
+    while todo:
+        item = todo.pop()
+        yield item
+        todo.extend(c for c in item.co_consts if isinstance(c, CodeType))
+
+
+_IMPORT_NAME = dis.opmap["IMPORT_NAME"]
+_NO_VALUE = object()
+
+
+def _bytecode_imports(code: CodeType) -> list[tuple[int, str, tuple[str, ...]]] | None:
+    """(level, module, imported names) of every import in the code, read from IMPORT_NAME and the
+    two constants before it (level, from-list); None when one does not have that shape."""
+    found: list[tuple[int, str, tuple[str, ...]]] = []
+    for item in _code_objects(code):
+        if _IMPORT_NAME not in item.co_code[::2]:  # opcodes sit at even offsets
+            continue
+        previous: list[object] = [_NO_VALUE, _NO_VALUE]
+        for ins in dis.get_instructions(item):
+            if ins.opname == "EXTENDED_ARG":
+                continue
+            if ins.opname == "IMPORT_NAME":
+                level, names = previous
+                if not isinstance(level, int) or not (names is None or isinstance(names, tuple)):
+                    return None
+                found.append((level, str(ins.argval), tuple(str(n) for n in names or ())))
+            constant = ins.opname in ("LOAD_CONST", "LOAD_SMALL_INT")
+            previous = [previous[1], ins.argval if constant else _NO_VALUE]
+    return found
+
+
+class _CachedBytecode(importlib.machinery.SourceFileLoader):
+    """Loads a module's code as `import` does (its __pycache__ file when that is current, else the
+    source compiled), without importing it and without writing a cache file."""
+
+    def set_data(self, path: str, data: object, *, _mode: int = 0o666) -> None:
+        return None
+
+
+def _resolved(level: int, name: str, package: str) -> str:
+    if not level:
+        return name
+    anchor = package.rsplit(".", level - 1)[0] if level > 1 else package
+    return f"{anchor}.{name}" if name else anchor
+
+
+def _condapipe_names(imports: list[tuple[int, str, tuple[str, ...]]], package: str) -> frozenset[str]:
+    """The condapipe modules (or `module.name` candidates) among decoded imports."""
     found: set[str] = set()
-    dynamic = False
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.split(".")[0] == PACKAGE)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:  # relative: resolve against this module's package
-                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-                base = f"{anchor}.{base}" if base else anchor
-            if base.split(".")[0] == PACKAGE:
-                found.add(base)
-                found.update(f"{base}.{a.name}" for a in node.names)  # kept only if a module
-        elif isinstance(node, ast.Call):
-            func = node.func
-            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            dynamic = dynamic or name == "import_module"
-    return frozenset(found), dynamic
+    for level, name, names in imports:
+        base = _resolved(level, name, package)
+        if base.split(".")[0] == PACKAGE:
+            found.add(base)
+            found.update(f"{base}.{n}" for n in names)  # kept only if a module
+    return frozenset(found)
+
+
+def _parsed_imports(source: str, package: str) -> frozenset[str]:
+    """The same names read from the syntax tree (slower): for code whose imports the bytecode
+    reading does not recognise."""
+    tree = ast.parse(source)
+    return frozenset(name for node in _statements(tree) for name in _import_names(node, package))
+
+
+@cache  # keyed by path and source text: fix and verify reach mostly the same modules
+def _source_facts(path: Path, source: str, module: str) -> _SourceFacts:
+    """From the module's code object (what import loads; no syntax tree is built: parsing costs
+    several times more than loading cached bytecode): the import statements, the string
+    constants, and whether it calls import_module."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    try:
+        code = _CachedBytecode(module, str(path)).get_code(module)
+    except (ImportError, SyntaxError, ValueError):
+        code = None
+    if code is None:  # not loadable as a module: compile the text read
+        code = compile(source, str(path), "exec", dont_inherit=True)
+    imports = _bytecode_imports(code)
+    found = _parsed_imports(source, package) if imports is None else _condapipe_names(imports, package)
+    strings = frozenset(c for c in _constants(code) if isinstance(c, str))
+    dynamic = any("import_module" in item.co_names for item in _code_objects(code))
+    return _SourceFacts(found, dynamic, strings)
+
+
+def _facts(module: str, path: Path) -> _SourceFacts:
+    return _source_facts(path, path.read_text(encoding="utf-8"), module)
 
 
 def _with_parents(module: str) -> list[str]:
@@ -113,10 +230,10 @@ def reached_modules(entries: Iterable[str], root: Path = PACKAGE_DIR) -> dict[st
         if path is None:
             continue  # `from condapipe.x import name` where name is not a module
         seen[module] = path
-        names, dynamic = _imports(path.read_text(encoding="utf-8"), module, path.name == "__init__.py")
-        for name in names:
+        facts = _facts(module, path)
+        for name in facts.imports:
             todo.extend(_with_parents(name))
-        if dynamic:
+        if facts.dynamic:
             package_dir = path.parent
             prefix = module if path.name == "__init__.py" else module.rpartition(".")[0]
             for sub in package_dir.rglob("*.py"):
@@ -133,22 +250,13 @@ def _resource_dir(package: str, root: Path) -> Path:
     return inside if inside.is_dir() else Path(str(resources.files(package)))
 
 
-@cache
-def _string_constants(source: str) -> frozenset[str]:
-    return frozenset(
-        node.value
-        for node in ast.walk(ast.parse(source))
-        if isinstance(node, ast.Constant) and isinstance(node.value, str)
-    )
-
-
 def tables_named(modules: dict[str, Path], root: Path = PACKAGE_DIR) -> list[Path]:
     """The data tables (files of condapipe/data) that the source of `modules` names."""
     data_dir = _resource_dir(DATA_PACKAGE, root)
     tables = {p.name: p for p in data_dir.iterdir() if p.is_file() and not p.name.startswith((".", "_"))}
     named: set[str] = set()
-    for path in modules.values():
-        named |= _string_constants(path.read_text(encoding="utf-8")) & tables.keys()
+    for module, path in modules.items():
+        named |= _facts(module, path).strings & tables.keys()
     return [tables[name] for name in sorted(named)]
 
 
@@ -157,8 +265,8 @@ def profiles_named(modules: dict[str, Path], root: Path = PACKAGE_DIR) -> list[P
     ("families.yaml", "family.yaml": the family registry and profiles)."""
     recipes = _resource_dir(RECIPES_PACKAGE, root)
     named: set[str] = set()
-    for path in modules.values():
-        named |= _string_constants(path.read_text(encoding="utf-8"))
+    for module, path in modules.items():
+        named |= _facts(module, path).strings
     return sorted(p for p in recipes.rglob("*.yaml") if p.is_file() and p.name in named)
 
 

@@ -3,12 +3,20 @@
 Entry points: `publish_packages` (verified packages -> a local channel, indexed), `ensure_channel`
 and `index_channel` (py-rattler index), `upload_to_anaconda` / `upload_to_directory` (the upload
 command), `resolve_token`; outcomes are `FileOutcome` with a `Status`.
+
+The names load on first use (PEP 562): a local build imports the channel module without upload's
+HTTP client stack (requests, urllib3), which would add a tenth of a second to every command.
 """
 
-from condapipe.publish.channel import ensure_channel, index_channel, publish_packages
-from condapipe.publish.tokens import Token, resolve_token
-from condapipe.publish.upload import upload_to_anaconda, upload_to_directory
-from condapipe.publish.upload_result import FileOutcome, Status
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from condapipe.publish.channel import ensure_channel, index_channel, publish_packages
+    from condapipe.publish.tokens import Token, resolve_token
+    from condapipe.publish.upload import upload_to_anaconda, upload_to_directory
+    from condapipe.publish.upload_result import FileOutcome, Status
 
 __all__ = [
     "FileOutcome",
@@ -21,3 +29,24 @@ __all__ = [
     "upload_to_anaconda",
     "upload_to_directory",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """An entry point, from its module (imported on this first use)."""
+    if name in ("ensure_channel", "index_channel", "publish_packages"):
+        from condapipe.publish import channel
+
+        return getattr(channel, name)
+    if name in ("Token", "resolve_token"):
+        from condapipe.publish import tokens
+
+        return getattr(tokens, name)
+    if name in ("upload_to_anaconda", "upload_to_directory"):
+        from condapipe.publish import upload
+
+        return getattr(upload, name)
+    if name in ("FileOutcome", "Status"):
+        from condapipe.publish import upload_result
+
+        return getattr(upload_result, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

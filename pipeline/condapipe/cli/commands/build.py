@@ -79,13 +79,13 @@ def _channel_setup(
 ) -> ChannelSetup:
     """The build's channels (condapipe.plan.channels: defaults, -c, config, --offline), each probed."""
     from condapipe.plan.channels import prepare_channels
-    from condapipe.publish.tool_channel import TOOLS, installed_versions
 
     tool = _tool_channel(work_dir, dry_run) if build_tools == "wheels" else None
-    planned = tuple(installed_versions(TOOLS).items()) if tool and dry_run else ()
+    planned: tuple[tuple[str, str], ...] = ()
     if tool and dry_run:  # a tool the real run cannot lay out stops the dry run the same way
-        from condapipe.publish.tool_channel import from_installed
+        from condapipe.publish.tool_channel import TOOLS, from_installed, installed_versions
 
+        planned = tuple(installed_versions(TOOLS).items())
         for name in sorted(set(TOOLS) - {n for n, _ in planned}):
             from_installed(name)  # raises: not installed next to condapipe, with the pip fix
     return prepare_channels(output_dir, given, tool_channel=tool, offline=offline, planned_tools=planned)
