@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from condapipe.buildspec.build_spec import BuildSpec
-from condapipe.buildspec.compile_cache import COMPILE_CACHE_ENV, shared_compile_cache
+from condapipe.buildspec.compile_cache import COMPILE_CACHE_ENV, resume_families, shared_compile_cache
 from condapipe.cli.interrupt import interrupted
 from condapipe.cli.output import console, err_console, print_json
 from condapipe.cli.plan_text import input_lines, plan_lines
@@ -39,6 +39,7 @@ from condapipe.plan import (
 from condapipe.plan.channels import ChannelSetup
 from condapipe.plan.runner import Step
 from condapipe.plan.source_probe import raise_source_problems, source_problems
+from condapipe.plan.step_progress import StepProgress
 from condapipe.render.families._common import family_data
 
 
@@ -93,6 +94,7 @@ def preflight(
             work_dir=work_dir,
             recipe_passes_it=_recipe_takes_compile_cache(spec.package),
             ccache_found=shutil.which("ccache") is not None,
+            resumable=spec.package in resume_families(),
         )
         merged.update(shared.env if shared else ())
     return Preflight(report, spec.with_toolkit_roots(dict(report.cuda_homes)), tuple(sorted(merged.items())))
@@ -195,6 +197,10 @@ class _QuietOnceInterrupted:
     def finished(self, step: Step, status: str, why: str, seconds: float) -> None:
         if not interrupted():
             self._display.finished(step, status, why, seconds)
+
+    def watch(self, step: Step, progress: StepProgress) -> None:
+        if not interrupted():
+            self._display.watch(step, progress)
 
 
 def live_table_shown() -> bool:

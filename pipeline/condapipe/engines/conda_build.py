@@ -246,13 +246,13 @@ class CondaBuildEngine:
         expected = self.expected_packages(command, recipe_dir, options)
         log_path = log_file_for(options, recipe_dir.resolve().name, self.name)
         if not expected:
-            with BuildLog(log_path, echo=options.echo) as log:
+            with BuildLog(log_path, echo=options.echo, opened=options.log_opened) as log:
                 log.write(f"condapipe: conda-build skips {recipe_dir}: build/skip holds for every variant")
                 log_path = log.path
             skipped = (f"{recipe_dir.name} (build/skip holds for every variant)",)
             return EngineResult(self.name, (), log_path, time.monotonic() - started, skipped)
         argv = self.argv(command, recipe_dir, options)
-        with BuildLog(log_path, echo=options.echo) as log:
+        with BuildLog(log_path, echo=options.echo, opened=options.log_opened) as log:
             log.write("condapipe: " + " ".join(argv))
             code = stream_process(argv, log, env={**os.environ, **dict(options.env)})
             log_path = log.path
