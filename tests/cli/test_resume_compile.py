@@ -1,7 +1,7 @@
 """A rerun continues the compile (issue 34, items 3 and 4).
 
-A long build stopped midway (Ctrl-C, SIGTERM, kill -9 of the whole session as a reboot or a lost
-machine would) keeps every object it finished: a build whose script takes CONDAPIPE_COMPILE_CACHE
+A long build stopped midway (Ctrl-C, SIGTERM, kill -9 of every process of the build as a reboot or
+a lost machine would) keeps every object it finished: a build whose script takes CONDAPIPE_COMPILE_CACHE
 gets a ccache directory under the work dir by default (magma and PyTorch do), and the rerun says it
 continues the unfinished run and compiles only the objects the stopped run had not. A changed patch
 recompiles the one object it changes; a changed flag recompiles every object it reaches. While it
@@ -14,6 +14,7 @@ through the real CLI in a child process, rattler-build, the machine's ccache.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pty
 import re
@@ -90,19 +91,33 @@ def _compiled_so_far(text: str) -> int:
     return max(done, default=0)
 
 
-def _group_gone(pgid: int, seconds: float = 60) -> None:
-    """Wait until no process of the stopped build's group is left (then nothing can store more)."""
+def _processes() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, state) of every process now."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            found[int(entry.name)] = (int(fields[1]), fields[0])
+    return found
+
+
+def _tree(root: int) -> list[int]:
+    """`root` and every process below it, whatever session or group the engine put them in."""
+    table, tree = _processes(), [root]
+    for pid in tree:
+        tree += [child for child, (parent, _) in table.items() if parent == pid and child not in tree]
+    return tree
+
+
+def _all_gone(pids: list[int], seconds: float = 60) -> None:
+    """Wait until none of the stopped build's processes is left (then nothing can store more)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        left = []
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                except OSError:
-                    continue
-                if int(fields[2]) == pgid and fields[0] != "Z":
-                    left.append(entry.name)
+        table = _processes()
+        left = [p for p in pids if p in table and table[p][1] != "Z"]
         if not left:
             return
         time.sleep(0.5)
@@ -127,13 +142,16 @@ def _stop_midway(project: Path, recipe: Path, how: str, err_file: Path) -> int:
             assert proc.poll() is None, err_file.read_text()[-3000:]
             assert time.monotonic() < deadline, "the build never got a third of the way"
             time.sleep(0.2)
-        if how == "kill-9-of-the-session":  # a reboot, a lost machine: everything dies at once
-            os.killpg(proc.pid, signal.SIGKILL)
+        build = _tree(proc.pid)
+        if how == "kill-9-of-everything":  # a reboot, a lost machine: every process dies at once
+            for pid in build:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
         else:
             proc.send_signal(getattr(signal, how))
         proc.wait(timeout=120)
-    _group_gone(proc.pid)
-    if how != "kill-9-of-the-session":
+    _all_gone(build)
+    if how != "kill-9-of-everything":
         assert proc.returncode == 130, err_file.read_text()[-3000:]
     stored = _cache_stats(project).get("cache_miss", 0)
     assert 1 <= stored < OBJECTS, f"stopped with {stored} of {OBJECTS} objects compiled"
@@ -146,7 +164,7 @@ def _rerun(project: Path, recipe: Path) -> str:
     return proc.stderr
 
 
-@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "kill-9-of-the-session"])
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "kill-9-of-everything"])
 def test_a_build_stopped_midway_continues_and_compiles_only_what_it_had_not(tmp_path: Path, how: str) -> None:
     project = tmp_path / "project"
     project.mkdir()
