@@ -87,10 +87,12 @@ def run_phase(
     args: argparse.Namespace, tag: str, wd: Path, *, fresh: bool, stop_at: float | None
 ) -> dict[str, object]:
     """One `condapipe build magma`; stopped with SIGINT once ninja passes `stop_at` of its steps."""
-    channel = args.work / f"channel-{tag}"
+    # One channel per work dir: the output dir is an input of the build step, so the rerun must name
+    # the same one as the stopped build (another would be "changed inputs", and rightly so).
+    channel = args.work / f"channel-{wd.name}"
     if fresh:
         shutil.rmtree(wd, ignore_errors=True)
-    shutil.rmtree(channel, ignore_errors=True)
+        shutil.rmtree(channel, ignore_errors=True)
     command = argv(args, wd, channel)
     started = time.time()
     t0 = time.perf_counter()
