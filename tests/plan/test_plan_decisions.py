@@ -177,3 +177,42 @@ def test_a_dry_run_on_a_fresh_work_dir_creates_nothing(tmp_path: Path) -> None:
     assert [(r["id"], r["action"]) for r in rows] == [("a", "run"), ("b", "run"), ("c", "run")]
     assert rows[1]["inputs"] == {"flags": "-O2"} and rows[1]["needs"] == ["a"]
     assert not (tmp_path / "work").exists()
+
+
+def _stopped_in(step_id: str):
+    """An action that stops the whole run the way Ctrl-C does (KeyboardInterrupt out of the step)."""
+
+    def act(ctx: StepContext) -> StepOutcome:
+        raise KeyboardInterrupt
+
+    return act
+
+
+def test_a_step_stopped_on_the_way_is_continued_not_started_as_new(tmp_path: Path) -> None:
+    calls: list[str] = []
+    run_plan(chain(tmp_path, calls))
+    with pytest.raises(KeyboardInterrupt):
+        run_plan(chain(tmp_path, calls, a="A2", b_action=_stopped_in("b")))
+    assert (tmp_path / "work" / "started" / "b.json").is_file()
+
+    # The same inputs: the rerun says it continues the unfinished run (what it kept is reused).
+    rows = describe(chain(tmp_path, calls, a="A2"))
+    assert rows[1]["why"].startswith("continues an unfinished run: started ")
+    # Other inputs than the stopped run had: said so, with what changed since the last finish.
+    rows = describe(chain(tmp_path, calls, a="A3"))
+    assert rows[0]["why"] == "inputs changed: text"
+    assert rows[1]["why"] == "runs after a"
+    run_plan(chain(tmp_path, calls, a="A2"))
+    assert not (tmp_path / "work" / "started" / "b.json").exists()  # finished: nothing to continue
+    assert [r["why"] for r in describe(chain(tmp_path, calls, a="A2"))][1].startswith("unchanged")
+
+
+def test_a_stopped_step_whose_own_inputs_changed_says_which(tmp_path: Path) -> None:
+    calls: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        run_plan(chain(tmp_path, calls, b_action=_stopped_in("b")))
+    plan = chain(tmp_path, calls)
+    steps = list(plan.steps)
+    steps[1] = Step("b", "build", "second", {"flags": "-O3"}, steps[1].action, needs=("a",))
+    rows = describe(Plan(tuple(steps), plan.work_dir, plan.output_dir))
+    assert rows[1]["why"].startswith("continues an unfinished run with changed inputs: started ")

@@ -113,7 +113,7 @@ def test_a_toolkit_doctor_found_under_usr_local_is_put_first_on_the_builds_path(
 
 
 @pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache")
-def test_several_pythons_share_a_compile_cache_in_the_work_dir(
+def test_several_pythons_and_the_long_builds_keep_a_compile_cache_in_the_work_dir(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("CONDAPIPE_COMPILE_CACHE", raising=False)
@@ -122,8 +122,17 @@ def test_several_pythons_share_a_compile_cache_in_the_work_dir(
     chosen = preflight(two, work_dir=work, engine="auto")
     assert dict(chosen.env)["CONDAPIPE_COMPILE_CACHE"] == str((tmp_path / "w" / "compile-cache").resolve())
 
+    # One Python of a family whose build is hours of compiling: the cache is kept all the same, so an
+    # interrupted build continues on the rerun (issue 34).
     one = spec_from_flags("pytorch", {"version": "2.4.1", "cuda": ("cpu",), "python": ("3.10",)})
     chosen = preflight(one, work_dir=work, engine="auto")
+    assert dict(chosen.env)["CONDAPIPE_COMPILE_CACHE"] == str((tmp_path / "w" / "compile-cache").resolve())
+    magma = spec_from_flags("magma", {"cuda": ("13.0",), "arch": "9.0"})
+    chosen = preflight(magma, work_dir=work, engine="auto")
+    assert dict(chosen.env)["CONDAPIPE_COMPILE_CACHE"] == str((tmp_path / "w" / "compile-cache").resolve())
+    # A family whose build script takes no cache gets none.
+    smoke = spec_from_flags("cuda-smoke", {"cuda": ("13.0",), "arch": "9.0"})
+    chosen = preflight(smoke, work_dir=work, engine="auto")
     assert "CONDAPIPE_COMPILE_CACHE" not in dict(chosen.env)
 
     monkeypatch.setenv("CONDAPIPE_COMPILE_CACHE", str(tmp_path / "mine"))

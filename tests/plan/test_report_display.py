@@ -55,7 +55,7 @@ def test_bracketed_ids_and_messages_are_shown_literally(tmp_path: Path, terminal
     assert NASTY in text and "build:[weird]" in text
 
 
-def test_a_log_gets_one_line_per_step_event(tmp_path: Path) -> None:
+def test_a_log_gets_one_line_per_step_event_and_the_step_log_when_it_starts(tmp_path: Path) -> None:
     buffer = io.StringIO()
     console = Console(file=buffer, force_terminal=False, width=200)
     p = plan(tmp_path)
@@ -63,8 +63,10 @@ def test_a_log_gets_one_line_per_step_event(tmp_path: Path) -> None:
         run_plan(p, display=display)
     lines = buffer.getvalue().splitlines()
     assert lines[0].startswith("▶ build:[weird]: build it")
-    assert lines[1].strip().startswith("ran build:[weird]")
-    assert lines[3].strip().startswith("failed test:p") and NASTY in lines[3]
+    assert lines[1] == f"  log: {tmp_path / 'work' / 'logs' / 'build__weird_.log'}"
+    assert lines[2].strip().startswith("ran build:[weird]")
+    assert lines[3].startswith("▶ test:p") and lines[4].startswith("  log: ")
+    assert lines[5].strip().startswith("failed test:p") and NASTY in lines[5]
 
 
 def test_the_markdown_report_of_a_failure_names_the_failed_step_and_its_log(tmp_path: Path) -> None:

@@ -124,6 +124,23 @@ def shared_cache_dir(work_dir: Path) -> str:
     return str((work_dir / "compile-cache").resolve())
 
 
+def resume_families() -> tuple[str, ...]:
+    """Families whose builds get a kept compile cache by default (data/compile_cache.yaml)."""
+    return tuple(_data()["resume_families"])
+
+
+def recipe_reads_compile_cache(recipe_dir: Path) -> bool:
+    """Whether a recipe directory's build passes CONDAPIPE_COMPILE_CACHE on to its script."""
+    for name in ("recipe.yaml", "meta.yaml", "build.sh"):
+        path = recipe_dir / name
+        try:
+            if path.is_file() and COMPILE_CACHE_ENV in path.read_text(encoding="utf-8", errors="replace"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def shared_compile_cache(
     *,
     environ: Mapping[str, str],
@@ -131,12 +148,23 @@ def shared_compile_cache(
     work_dir: Path,
     recipe_passes_it: bool,
     ccache_found: bool,
+    resumable: bool = False,
 ) -> CompileCache | None:
     """The cache a build gets when the user named none (--compile-cache or the config file's
-    compile_cache, which resolve_compile_cache turns into environment): several Pythons of a family
-    whose build.sh takes the cache share one under the work dir, so the C++ core is compiled once
-    (needs ccache). A cache the user set in the environment (CONDAPIPE_COMPILE_CACHE) is left alone."""
-    if environ.get(COMPILE_CACHE_ENV) or pythons < 2 or not recipe_passes_it or not ccache_found:
+    compile_cache, which resolve_compile_cache turns into environment), kept under the work dir
+    (needs ccache, and a build.sh that takes the cache):
+
+    - several Pythons of one family share it, so the C++ core is compiled once;
+    - a resumable build (a resume family: magma, PyTorch, hours of compiling; a recipe directory
+      whose build reads CONDAPIPE_COMPILE_CACHE) always gets it, so a build stopped by
+      Ctrl-C, SIGTERM or kill -9 continues on the rerun: every object finished before the stop is
+      a cache hit. ccache keys each object by the compiler, its arguments and the preprocessed
+      source, so a changed patch, flag or compiler recompiles exactly what it changes.
+
+    A cache the user set in the environment (CONDAPIPE_COMPILE_CACHE) is left alone."""
+    if environ.get(COMPILE_CACHE_ENV) or not recipe_passes_it or not ccache_found:
+        return None
+    if pythons < 2 and not resumable:
         return None
     path = shared_cache_dir(work_dir)
     return CompileCache("directory", path, ((COMPILE_CACHE_ENV, path),))

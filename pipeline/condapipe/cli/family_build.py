@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from condapipe.buildspec.build_spec import BuildSpec
-from condapipe.buildspec.compile_cache import COMPILE_CACHE_ENV, shared_compile_cache
+from condapipe.buildspec.compile_cache import COMPILE_CACHE_ENV, resume_families, shared_compile_cache
 from condapipe.cli.output import console, err_console, print_json
 from condapipe.cli.plan_run import live_table_shown, run_and_report
 from condapipe.cli.plan_text import input_lines, plan_lines
@@ -87,6 +87,7 @@ def preflight(
             work_dir=work_dir,
             recipe_passes_it=_recipe_takes_compile_cache(spec.package),
             ccache_found=shutil.which("ccache") is not None,
+            resumable=spec.package in resume_families(),
         )
         merged.update(shared.env if shared else ())
     return Preflight(report, spec.with_toolkit_roots(dict(report.cuda_homes)), tuple(sorted(merged.items())))

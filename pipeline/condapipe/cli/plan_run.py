@@ -14,6 +14,7 @@ from condapipe.cli.output import console, err_console
 from condapipe.errors import CondapipeError
 from condapipe.plan import Plan, PlanFailed, PlanResult, StepDisplay, build_report, run_plan
 from condapipe.plan.runner import Step
+from condapipe.plan.step_progress import StepProgress
 
 
 class _QuietOnceInterrupted:
@@ -30,6 +31,10 @@ class _QuietOnceInterrupted:
     def finished(self, step: Step, status: str, why: str, seconds: float) -> None:
         if not interrupted():
             self._display.finished(step, status, why, seconds)
+
+    def watch(self, step: Step, progress: StepProgress) -> None:
+        if not interrupted():
+            self._display.watch(step, progress)
 
 
 def live_table_shown() -> bool:

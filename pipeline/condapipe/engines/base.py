@@ -7,6 +7,7 @@ recipe rendered from one model builds the same way whichever engine the machine 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -45,6 +46,8 @@ class BuildOptions:
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     # Where build output goes as it happens (the CLI's console); None: only the log file.
     echo: LineSink | None = field(default=None, compare=False, repr=False)
+    # Told the build log's path as soon as the engine opens it (the display shows it from then on).
+    log_opened: Callable[[Path], None] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.package_format not in PACKAGE_FORMATS:

@@ -256,7 +256,7 @@ class CondaBuildEngine:
         """Run the build into its log: (exit status, the packages it wrote in build order, the log)."""
         log_path = log_file_for(options, recipe_dir.resolve().name, self.name)
         argv = self.argv(command, recipe_dir, options)
-        with BuildLog(log_path, echo=options.echo) as log:
+        with BuildLog(log_path, echo=options.echo, opened=options.log_opened) as log:
             log.write("condapipe: " + " ".join(argv))
             try:
                 code = stream_process(argv, log, env={**os.environ, **dict(options.env)})

@@ -34,15 +34,20 @@ def unique_path(path: Path) -> Path:
 class BuildLog:
     """Tees lines to a log file and (optionally) a sink that shows them as they come."""
 
-    def __init__(self, path: Path, *, echo: LineSink | None = None) -> None:
+    def __init__(
+        self, path: Path, *, echo: LineSink | None = None, opened: Callable[[Path], None] | None = None
+    ) -> None:
         self.path = unique_path(path)
         self.echo = echo
+        self.opened = opened
         self.lines_written = 0
         self._fh: TextIO | None = None
 
     def __enter__(self) -> BuildLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = self.path.open("w", encoding="utf-8", errors="replace")
+        if self.opened is not None:
+            self.opened(self.path)
         return self
 
     def __exit__(

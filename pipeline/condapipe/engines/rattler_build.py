@@ -124,7 +124,8 @@ class RattlerBuildEngine:
             def write(text: str, style: str | None = None) -> None:
                 """Into the build log, opened at the first line (an unreadable recipe leaves none)."""
                 if not logs:
-                    logs.append(stack.enter_context(BuildLog(log_path, echo=options.echo)))
+                    opened = BuildLog(log_path, echo=options.echo, opened=options.log_opened)
+                    logs.append(stack.enter_context(opened))
                 logs[0].write(text, style=style)
 
             def on_message(message: dict[str, Any]) -> None:

@@ -23,6 +23,7 @@ from condapipe.errors import UsageError
 # Build trees and the state that points into them: removing them means the next build starts over.
 BUILD_TREES = (
     "steps",
+    "started",
     "rattler-build",
     "conda-bld",
     "recipes",

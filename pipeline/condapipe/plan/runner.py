@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from condapipe.errors import BuildFailed, CondapipeError
+from condapipe.plan import interrupted
 from condapipe.plan.state import STATE_FILE, FileRecord, StateFile, StepRecord, work_dir_lock
+from condapipe.plan.step_progress import StepProgress
 
 # Test hook: comma-separated pause points ("before:<step-id>", "after:<step-id>", "publish:copied", ...).
 # At a listed point the process appends the point's name to CONDAPIPE_TEST_PAUSE_FILE and sleeps,
@@ -70,6 +72,8 @@ class StepContext:
     step_dir: Path
     log: StepLog
     deps: Mapping[str, StepRecord]
+    # Where the step reports its progress (its tool's log, [n/N] of a compile): the display reads it.
+    progress: StepProgress = field(default_factory=StepProgress)
 
     def dep_files(self, step_id: str) -> list[Path]:
         rec = self.deps.get(step_id)
@@ -138,6 +142,12 @@ class StepObserver(Protocol):
     def finished(self, step: Step, status: str, why: str, seconds: float) -> None: ...
 
 
+class ProgressObserver(Protocol):
+    """An observer that also follows a running step's own progress (optional)."""
+
+    def watch(self, step: Step, progress: StepProgress) -> None: ...
+
+
 # ---------------------------------------------------------------- hashing
 
 
@@ -193,6 +203,16 @@ def decide(step: Step, state: StateFile, pending: set[str]) -> Decision:
     parts = input_parts(step, deps)
     h = combine(parts)
     old = state.get(step.id)
+    stopped = _unfinished(state, step.id)
+    if stopped is not None and (old is None or old.input_hash != h):
+        # Stopped on the way (Ctrl-C, SIGTERM, kill -9, a failure): what it kept (a build's compile
+        # cache) serves the rerun; changed inputs recompile only what they change.
+        if stopped.input_hash == h:
+            return Decision(True, f"continues an unfinished run: {stopped.describe()}", h)
+        changed = f": {', '.join(_changed_inputs(old, parts))}" if old is not None else ""
+        return Decision(
+            True, f"continues an unfinished run with changed inputs{changed}: {stopped.describe()}", h
+        )
     if old is None:
         return Decision(True, "not done before", h)
     if old.input_hash != h:
@@ -201,6 +221,12 @@ def decide(step: Step, state: StateFile, pending: set[str]) -> Decision:
     if gone:
         return Decision(True, f"output missing or modified: {gone[0]}", h)
     return Decision(False, "unchanged (inputs and outputs match the finished step)", h)
+
+
+def _unfinished(state: StateFile, step_id: str) -> interrupted.Started | None:
+    """The step's start that never finished, in the state's work dir (none for a dry run's empty state)."""
+    path = getattr(state, "path", None)
+    return interrupted.previous(path.parent, step_id) if isinstance(path, Path) else None
 
 
 def describe(plan: Plan) -> list[dict[str, Any]]:
@@ -351,12 +377,17 @@ def _run_step(
     step_dir.mkdir(parents=True)
     log = StepLog(log_path)
     log.write(f"== {step.id}: {step.title} ({decision.reason})")
+    interrupted.mark_started(plan.work_dir, step.id, input_hash)
+    progress = StepProgress(log_path, on_alive=lambda: interrupted.touch(plan.work_dir, step.id))
     if display:
         display.started(step, decision.reason)
+        watch = getattr(display, "watch", None)
+        if callable(watch):
+            watch(step, progress)
     t0 = time.monotonic()
     pause_point(f"before:{step.id}")
     try:
-        outcome = step.action(StepContext(step, plan.work_dir, step_dir, log, deps))
+        outcome = step.action(StepContext(step, plan.work_dir, step_dir, log, deps, progress))
     except Exception as exc:
         seconds = time.monotonic() - t0
         log.write(f"FAILED after {seconds:.1f}s:\n{traceback.format_exc()}")
@@ -382,6 +413,7 @@ def _run_step(
     )
     pause_point(f"after:{step.id}")
     state.record(rec)
+    interrupted.finished(plan.work_dir, step.id)
     log.write(f"finished in {seconds:.1f}s; outputs: {', '.join(str(p) for p in outcome.files) or 'none'}")
     log.close()
     if display:

@@ -19,6 +19,7 @@ from condapipe.plan.runner import StepContext, StepOutcome, pause_point
 if TYPE_CHECKING:
     from condapipe.buildspec.arch import ArchList
     from condapipe.buildspec.build_spec import BuildSpec
+    from condapipe.engines.logs import LineSink
     from condapipe.plan.jobs import Job, PlanOptions
     from condapipe.publish.upload_result import FileOutcome
 
@@ -87,7 +88,8 @@ def build_action(job: Job, options: PlanOptions) -> Action:
             variant_files=job.variant_files,
             override_channels=options.override_channels,
             env=tuple(sorted(build_env(job, options).items())),
-            echo=options.echo,
+            echo=_progress_tap(ctx, options.echo),
+            log_opened=lambda path: _engine_log_opened(ctx, path),
         )
         from condapipe.publish.channel import ensure_channel
 
@@ -99,7 +101,6 @@ def build_action(job: Job, options: PlanOptions) -> Action:
             result = engine.build(recipe_dir, build_options)
         except BuildFailed as exc:
             raise with_source_advice(exc, job) from None
-        ctx.log.write(f"engine log: {result.log_path}")
         for name in result.skipped:
             ctx.log.write(f"skipped by the recipe (build/skip): {name}")
         data = {"engine": engine.name, "engine_log": str(result.log_path), "recipe_dir": str(recipe_dir)}
@@ -109,6 +110,23 @@ def build_action(job: Job, options: PlanOptions) -> Action:
         )
 
     return run
+
+
+def _engine_log_opened(ctx: StepContext, path: Path) -> None:
+    """The engine's log, named in the step log and shown by the display as soon as it opens."""
+    ctx.log.write(f"engine log: {path}")
+    ctx.progress.set_log(path)
+
+
+def _progress_tap(ctx: StepContext, echo: LineSink | None) -> LineSink:
+    """Each build-output line to the step's progress ([n/N] of the compile), then to the CLI's echo."""
+
+    def tap(line: str, style: str | None) -> None:
+        ctx.progress.line(line)
+        if echo is not None:
+            echo(line, style)
+
+    return tap
 
 
 def with_source_advice(exc: BuildFailed, job: Job) -> BuildFailed:

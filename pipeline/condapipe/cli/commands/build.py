@@ -103,6 +103,42 @@ def _explicit_compile_cache(settings: Settings) -> tuple[tuple[str, str], ...]:
     return cache.env
 
 
+def _recipe_dir_cache(recipe_dir: Path, work_dir: Path) -> dict[str, str]:
+    """A recipe directory that passes CONDAPIPE_COMPILE_CACHE to its script gets the work dir's
+    kept cache (when ccache is on PATH), as magma and PyTorch do: an interrupted build continues."""
+    import shutil
+
+    from condapipe.buildspec.compile_cache import recipe_reads_compile_cache, shared_compile_cache
+
+    cache = shared_compile_cache(
+        environ=os.environ,
+        pythons=1,
+        work_dir=work_dir,
+        recipe_passes_it=recipe_reads_compile_cache(recipe_dir),
+        ccache_found=shutil.which("ccache") is not None,
+        resumable=True,
+    )
+    if cache is None:
+        return {}
+    return dict(cache.env)
+
+
+def _say_kept_cache(env: dict[str, str]) -> None:
+    """One line when condapipe chose the compile cache itself: where it is and how it goes."""
+    from condapipe.buildspec.compile_cache import COMPILE_CACHE_ENV
+    from condapipe.cli.output import err_console
+
+    where = env.get(COMPILE_CACHE_ENV)
+    if where and where != "sccache" and COMPILE_CACHE_ENV not in os.environ:
+        err_console.print(
+            f"compile cache: {where} (kept: a rerun after an interruption reuses every finished "
+            "object; `condapipe clean --caches` removes it)",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
+
+
 @click.command("build")
 @click.argument("target", metavar="[PACKAGE|RECIPE_DIR]", required=False)
 @spec_options
@@ -246,6 +282,8 @@ def command(
             engine=engine,
             env=dict(cache_env),
         )
+        if not cache_env:
+            _say_kept_cache(dict(checked.env))
         build_family(
             FamilyBuild(
                 checked.spec,
@@ -277,6 +315,9 @@ def command(
     setup = _channel_setup(channels or settings.channels, output_dir, work_dir, build_tools, offline, dry_run)
     # A family's --env goes into its recipe; a recipe directory gets it as build environment.
     env = {**dict(cache_env), **flag_settings(spec_params).get("env", {})}
+    if not cache_env:
+        env.update(_recipe_dir_cache(recipe_dir, work_dir.absolute()))
+        _say_kept_cache(env)
     request = RecipeBuild(
         target,
         recipe_dir,

@@ -335,7 +335,7 @@ elif [[ -n "${CONDAPIPE_COMPILE_CACHE:-}" ]]; then
         ccache --print-stats | grep -E '^(direct_cache_hit|preprocessed_cache_hit|cache_miss)\s'
         depend_report
     }
-    echo "condapipe: compile cache ${CCACHE_DIR} (libtorch compiled once for all Pythons)"
+    echo "condapipe: compile cache ${CCACHE_DIR} (every object an earlier or interrupted build finished is reused)"
 fi
 
 # GPU_TARGET=All with CUDA_ARCH_LIST is the interface of the catalog's CMakeLists patch: the

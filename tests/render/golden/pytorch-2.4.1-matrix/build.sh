@@ -430,7 +430,7 @@ elif [[ -n "${CONDAPIPE_COMPILE_CACHE:-}" ]]; then
         ccache --print-stats | grep -E '^(direct_cache_hit|preprocessed_cache_hit|cache_miss)\s'
         depend_report
     }
-    echo "condapipe: compile cache ${CCACHE_DIR} (libtorch compiled once for all Pythons)"
+    echo "condapipe: compile cache ${CCACHE_DIR} (every object an earlier or interrupted build finished is reused)"
 fi
 # Third-party CMakeLists pick a compiler launcher from PATH by themselves, for every target configured
 # after them: XNNPACK puts any ccache it finds in front of every compile (a FORCEd cache entry, so
