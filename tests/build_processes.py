@@ -9,9 +9,13 @@ state it needs, with generous ceilings, and lets the compile finish when it choo
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
+import subprocess
 import sys
+import termios
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -165,3 +169,64 @@ def kill_session(session: int) -> None:
     for pid in in_session(session):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+class Terminal:
+    """`bash -i` on a pseudo-terminal it owns; everything it prints is collected."""
+
+    def __init__(self, cwd: Path) -> None:
+        master, slave = os.openpty()
+        self.master = master
+        self.shell = subprocess.Popen(
+            ["bash", "--norc", "--noprofile", "-i"],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            cwd=cwd,
+            env={**os.environ, "PS1": "$ ", "TERM": "dumb"},
+            start_new_session=True,
+            preexec_fn=self._as_a_login_terminal,
+        )
+        os.close(slave)
+        self._out = bytearray()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    @staticmethod
+    def _as_a_login_terminal() -> None:
+        """In the new session: the pty becomes the controlling terminal, and the signals a test
+        runner may ignore (nohup's SIGHUP, a background job's SIGINT) are at their defaults, as
+        for a shell a terminal starts."""
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT):
+            signal.signal(sig, signal.SIG_DFL)
+        for sig in (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU):
+            signal.signal(sig, signal.SIG_DFL)
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.master, 4096)
+            except OSError:  # EIO: every process holding the terminal is gone
+                return
+            if not chunk:
+                return
+            self._out += chunk
+
+    @property
+    def text(self) -> str:
+        return bytes(self._out).decode(errors="replace")
+
+    def type(self, data: bytes) -> None:
+        os.write(self.master, data)
+
+    def close(self) -> None:
+        if self.shell.poll() is None:
+            with contextlib.suppress(OSError):
+                self.type(b"exit\n")
+            try:
+                self.shell.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.shell.kill()
+                self.shell.wait()
+        os.close(self.master)
