@@ -28,7 +28,7 @@ START_S = 300.0
 SETTLE_S = 60.0
 
 
-def compile_recipe(root: Path) -> tuple[Path, dict[str, Path]]:
+def compile_recipe(root: Path, engine: str = "rattler-build") -> tuple[Path, dict[str, Path]]:
     """The recipe folder and its gate FIFOs (by name). Each gate, once opened and written, gives
     its C file a function; the package installs both objects."""
     src = root / "src"
@@ -45,14 +45,20 @@ def compile_recipe(root: Path) -> tuple[Path, dict[str, Path]]:
     )
     recipe = root / "compiling"
     recipe.mkdir()
-    (recipe / "recipe.yaml").write_text(
-        "package:\n  name: compiling\n  version: '1.0'\n"
-        "build:\n  number: 0\n  script:\n"
-        f"    - cp {src}/* .\n"
-        "    - ninja -j 2\n"
-        "    - mkdir -p $PREFIX/share/compiling && cp a.o b.o $PREFIX/share/compiling/\n",
-        encoding="utf-8",
-    )
+    install = "mkdir -p $PREFIX/share/compiling && cp a.o b.o $PREFIX/share/compiling/"
+    script = [f"cp {src}/* .", "ninja -j 2", install]
+    if engine == "conda-build":
+        (recipe / "meta.yaml").write_text(
+            "package:\n  name: compiling\n  version: '1.0'\nbuild:\n  number: 0\n"
+            f"  script: {' && '.join(script)}\n",
+            encoding="utf-8",
+        )
+    else:
+        (recipe / "recipe.yaml").write_text(
+            "package:\n  name: compiling\n  version: '1.0'\nbuild:\n  number: 0\n  script:\n"
+            + "".join(f"    - {line}\n" for line in script),
+            encoding="utf-8",
+        )
     return recipe, gates
 
 
@@ -71,8 +77,8 @@ def open_gates(gates: dict[str, Path]) -> None:
         os.close(fd)
 
 
-def build_argv(recipe: Path) -> list[str]:
-    return [*CLI, "build", str(recipe), "--engine", "rattler-build", "--no-test"]
+def build_argv(recipe: Path, engine: str = "rattler-build") -> list[str]:
+    return [*CLI, "build", str(recipe), "--engine", engine, "--no-test"]
 
 
 def stat(pid: int) -> list[str] | None:
@@ -117,10 +123,11 @@ def in_session(session: int) -> list[int]:
 
 
 def engine_of(condapipe_pid: int) -> int | None:
-    """The rattler-build engine process a condapipe started (its session leader), if running."""
+    """The engine process a condapipe started (rattler-build's child, `conda build`), if running:
+    the child of condapipe that leads a session of its own, other than the interrupt watcher."""
     for pid in all_pids():
         f = stat(pid)
-        if f and int(f[1]) == condapipe_pid and "condapipe.engines.rattler_build_child" in cmdline(pid):
+        if f and int(f[1]) == condapipe_pid and int(f[3]) == pid and "interrupt_watch.py" not in cmdline(pid):
             return pid
     return None
 

@@ -36,9 +36,9 @@ from build_processes import (
 pytestmark = pytest.mark.slow
 
 
-def _start(project: Path, recipe: Path) -> subprocess.Popen[str]:
+def _start(project: Path, recipe: Path, engine: str = "rattler-build") -> subprocess.Popen[str]:
     return subprocess.Popen(
-        build_argv(recipe),
+        build_argv(recipe, engine),
         cwd=project,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -47,8 +47,9 @@ def _start(project: Path, recipe: Path) -> subprocess.Popen[str]:
     )
 
 
-def _rerun(project: Path, recipe: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(build_argv(recipe), cwd=project, capture_output=True, text=True, timeout=600)
+def _rerun(project: Path, recipe: Path, engine: str = "rattler-build") -> subprocess.CompletedProcess[str]:
+    argv = build_argv(recipe, engine)
+    return subprocess.run(argv, cwd=project, capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture
@@ -58,11 +59,14 @@ def project(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.parametrize("engine", ["rattler-build", "conda-build"])
 def test_kill_9_of_condapipe_ends_the_engine_ninja_and_the_compilers_by_themselves(
-    tmp_path: Path, project: Path
+    tmp_path: Path, project: Path, engine: str, request: pytest.FixtureRequest
 ) -> None:
-    recipe, gates = compile_recipe(tmp_path)
-    proc = _start(project, recipe)
+    if engine == "conda-build":
+        request.getfixturevalue("real_conda")  # skips, naming how to get it, without conda-build
+    recipe, gates = compile_recipe(tmp_path, engine)
+    proc = _start(project, recipe, engine)
     session = 0
     try:
         session, cc1 = compiling(proc.pid)
@@ -86,10 +90,10 @@ def test_kill_9_of_condapipe_ends_the_engine_ninja_and_the_compilers_by_themselv
             proc.kill()
             proc.wait()
 
-    rerun = _rerun(project, recipe)  # nothing to stop: the rerun just builds
+    rerun = _rerun(project, recipe, engine)  # nothing to stop: the rerun just builds
     assert rerun.returncode == 0, rerun.stderr
     assert "earlier build" not in rerun.stderr
-    assert [p.name for p in project.glob("channel/*/compiling-1.0-*.conda")]
+    assert [p.name for p in project.glob("channel/*/compiling-1.0-*")]
 
 
 def test_a_rerun_while_the_build_runs_refuses_in_one_line_naming_its_pid(
