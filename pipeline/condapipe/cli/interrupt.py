@@ -16,7 +16,7 @@ and SIGCONT, and by default condapipe would die at once, leaving the engine's pr
 session of its own, which no hang-up reaches) stopped for good.
 
 No handler runs on SIGKILL (or an out-of-memory kill, a crash), so the watcher also hears of each
-build session as it starts and ends (condapipe.engines.build_session) on a second pipe, and of
+build session as it starts and ends (condapipe.build_session) on a second pipe, and of
 condapipe's normal end: when that pipe closes without it, condapipe is gone, and the watcher stops
 every process of the sessions still live (the engine, its build script, ninja, the compilers).
 
