@@ -33,7 +33,9 @@ def test_a_fresh_dry_run_is_one_line_per_package_without_dicts_or_hashes(tmp_pat
     proc = _run(SMOKE, tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    plan = lines.index("plan: 6 steps with rattler-build into channel (work dir .condapipe)")
+    head = "plan: 6 steps with rattler-build into channel (work dir .condapipe)"
+    assert head in lines, proc.stdout + proc.stderr  # (failed once on a loaded machine: say what came)
+    plan = lines.index(head)
     assert lines[plan:] == [  # the resolve block (channels, source) comes first
         "plan: 6 steps with rattler-build into channel (work dir .condapipe)",
         f"  run  {LABEL}: render, build, fix, verify, test, publish — not done before",

@@ -171,5 +171,6 @@ def test_clean_refuses_while_a_build_holds_the_work_dir(tmp_path: Path) -> None:
     (work / "steps" / "build_x").mkdir(parents=True)
     with work_dir_lock(work):  # what a running build holds
         code, _, err = condapipe("clean", cwd=tmp_path)
-    assert code == 3 and "another condapipe build is running" in err
+    assert code == 3 and f"another condapipe build (pid {os.getpid()}) is running" in err
+    assert f"stop it with `kill {os.getpid()}`" in err
     assert (work / "steps" / "build_x").is_dir()

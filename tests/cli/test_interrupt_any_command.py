@@ -95,7 +95,7 @@ def test_a_signal_ends_any_command_in_one_line_without_a_traceback(
     else:
         bindir, marker = tmp_path / "bin", tmp_path / "tool-started"
         bindir.mkdir()
-        (bindir / "nvcc").write_text(f'#!/bin/sh\ntouch "{marker}"\nexec sleep 120\n')
+        (bindir / "nvcc").write_text(f'#!/bin/sh\ntouch "{marker}"\nexec sleep 3600\n')
         (bindir / "nvcc").chmod(0o755)
         env = {"PATH": f"{bindir}:{os.environ['PATH']}"}
         argv = ["doctor", "magma", "--cuda", "12.4"]
@@ -112,7 +112,7 @@ def test_a_signal_ends_any_command_in_one_line_without_a_traceback(
             os.killpg(proc.pid, signum)
         else:
             proc.send_signal(signum)
-        _out, err = proc.communicate(timeout=120)
+        _out, err = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -140,7 +140,7 @@ def test_a_group_signal_the_moment_a_build_has_its_handlers_is_still_one_line(tm
     "Exception ignored"). Tried several times: the window is a Python start-up long."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    (bindir / "nvcc").write_text("#!/bin/sh\nexec sleep 120\n")
+    (bindir / "nvcc").write_text("#!/bin/sh\nexec sleep 3600\n")
     (bindir / "nvcc").chmod(0o755)
     env = {"PATH": f"{bindir}:{os.environ['PATH']}"}
     for attempt in range(5):
@@ -149,7 +149,7 @@ def test_a_group_signal_the_moment_a_build_has_its_handlers_is_still_one_line(tm
         try:
             _wait_for(lambda proc=proc: _catches_sigterm(proc.pid), proc, step=0.0005)
             os.killpg(proc.pid, signal.SIGTERM)
-            _out, err = proc.communicate(timeout=120)
+            _out, err = proc.communicate(timeout=300)
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)

@@ -69,6 +69,11 @@ def _run(argv: list[str], machine: Machine) -> str | None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
         return None
+    except BaseException:  # Ctrl-C, SIGTERM: the tool (a stand-in that sleeps) must not outlive us
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
     return out + err if proc.returncode == 0 else None
 
 

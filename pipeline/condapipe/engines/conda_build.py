@@ -22,12 +22,17 @@ from condapipe.engines.base import V0_RECIPE, BuildOptions, EngineResult, log_fi
 from condapipe.engines.logs import BuildLog, stream_process
 from condapipe.errors import BuildFailed, EnvironmentProblem, UsageError
 
+# `conda build --version` imports all of conda: 2 CPU-s, yet 26 s of wall time on a loaded 2-core
+# machine, and once past the old 120 s ceiling (conda-build then read as "not installed" and auto
+# picked rattler-build). A ceiling that only a hung conda reaches.
+_VERSION_TIMEOUT_S = 300
+
 
 @lru_cache(maxsize=8)
 def _works(command: tuple[str, ...]) -> bool:
     try:
         proc = subprocess.run(
-            [*command, "--version"], capture_output=True, text=True, timeout=120, check=False
+            [*command, "--version"], capture_output=True, text=True, timeout=_VERSION_TIMEOUT_S, check=False
         )
     except (OSError, subprocess.TimeoutExpired):
         return False

@@ -16,10 +16,11 @@ import select
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from condapipe import build_session
 
 # The protocol with condapipe.engines.rattler_build_child: one message per line, MARK then JSON.
 MARK = "\x1econdapipe-engine:"
@@ -33,7 +34,6 @@ ENDINGS = ("usage", "failed", "built", "error")
 _MAX_LINE = 1 << 20
 # Reads of what is left in the pipe once the engine exited (a background writer cannot hold us).
 _DRAIN_READS = 1024
-_STOP_GRACE_S = 10.0
 
 
 @dataclass
@@ -90,52 +90,29 @@ def _message(line: str) -> tuple[str, dict[str, Any] | None]:
 
 
 def stop_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM to the engine's process group (the engine and its build script), SIGKILL after a grace.
+    """Stop every process of the engine's session (the engine, its build script, ninja, the
+    compilers in their own process groups): SIGTERM and SIGCONT (a build paused by Ctrl-Z acts on
+    nothing until it runs again), SIGKILL after a grace; then reap the engine."""
+    build_session.stop(proc.pid, build_session.STOP_GRACE_S)
+    proc.wait()
 
-    SIGCONT follows the SIGTERM: a group paused by Ctrl-Z acts on nothing until it runs again.
-    """
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGTERM)
-        os.killpg(proc.pid, signal.SIGCONT)
+
+def _exited(proc: subprocess.Popen[bytes]) -> bool:
+    """True once the engine exited, without reaping it: while its zombie stays, its PID (the
+    session's id) cannot name another process, so what is left of its session is the build's."""
+    if proc.returncode is not None:
+        return True
     try:
-        proc.wait(timeout=_STOP_GRACE_S)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
 
 
-@contextlib.contextmanager
-def _stops_with_us(proc: subprocess.Popen[bytes]) -> Iterator[None]:
-    """Ctrl-Z (SIGTSTP) pauses the engine's process group with condapipe, and `fg` resumes both.
-
-    The engine's group has no terminal (its own session), so the terminal's SIGTSTP reaches only
-    condapipe; left alone, the compile would go on in the background while the shell says
-    "Stopped". A group in another session is orphaned and the kernel drops SIGTSTP sent to it, so
-    the group gets SIGSTOP; condapipe then stops itself the same way (also when nothing does job
-    control for it) and, once continued, continues the group.
-    """
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGTSTP) == signal.SIG_IGN  # whoever started us wants no stops
-    ):
-        yield
-        return
-
-    def pause(signum: int, frame: object) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGSTOP)
-        try:
-            os.kill(os.getpid(), signal.SIGSTOP)  # returns once something sends SIGCONT
-        finally:  # also when the signal that woke us (a hang-up, SIGTERM) raises here
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGCONT)
-
-    before = signal.signal(signal.SIGTSTP, pause)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTSTP, before)
+def _exit_status(proc: subprocess.Popen[bytes]) -> int:
+    """The engine's exit status as Popen.returncode gives it, once it exited, without reaping it."""
+    info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+    assert info is not None
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
 
 
 def run(
@@ -158,24 +135,26 @@ def run(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         env=env,  # exactly the build's: nothing of condapipe's own (PYTHONPATH) leaks into it
-        start_new_session=True,  # its own process group, and no terminal to stop it on a read
+        start_new_session=True,  # its own session: no terminal to stop it on a read; see build_session
     )
     ending = Ending()
     try:
-        assert proc.stdin is not None and proc.stdout is not None
-        with contextlib.suppress(BrokenPipeError), proc.stdin:  # a dead engine shows in its ending
-            proc.stdin.write(json.dumps(request).encode())
-        with _stops_with_us(proc):
-            _follow(proc, ending, on_message, on_output)
-        ending.returncode = proc.wait()
-    except BaseException:
-        stop_group(proc)
-        raise
+        with build_session.supervised(proc.pid):  # the watcher knows it until it is over
+            try:
+                assert proc.stdin is not None and proc.stdout is not None
+                with contextlib.suppress(BrokenPipeError), proc.stdin:  # a dead engine shows in its ending
+                    proc.stdin.write(json.dumps(request).encode())
+                _follow(proc, ending, on_message, on_output)
+                ending.returncode = _exit_status(proc)
+                if ending.died_how() is not None:  # the build script of a crashed engine must not go on
+                    build_session.stop(proc.pid, build_session.STOP_GRACE_S)
+            except BaseException:
+                stop_group(proc)
+                raise
+        proc.wait()
     finally:
         if proc.stdout is not None:
             proc.stdout.close()
-    if ending.died_how() is not None:
-        stop_group(proc)  # the build script of an engine that crashed must not keep running
     return ending
 
 
@@ -224,7 +203,7 @@ def _lines(proc: subprocess.Popen[bytes]) -> Iterator[str]:
     pending = b""
     for_drain = _DRAIN_READS
     while for_drain > 0:
-        exited = proc.poll() is not None
+        exited = _exited(proc)
         ready, _, _ = select.select([fd], [], [], 0 if exited else 0.5)
         if not ready:
             if exited:

@@ -14,6 +14,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TextIO
 
+from condapipe import build_session
+
 LineSink = Callable[[str, str | None], None]
 """Receives each build-output line as it is written: (line without ANSI codes, style hint such as
 "red", "yellow", "bold", or None). The CLI's sink prints it; None means the log file only."""
@@ -76,8 +78,13 @@ class BuildLog:
 def stream_process(
     argv: list[str], log: BuildLog, *, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> int:
-    """Run a command, streaming its merged stdout/stderr line by line into `log`; returns the exit code."""
-    with subprocess.Popen(
+    """Run a build command, streaming its merged stdout/stderr line by line into `log`; returns the
+    exit code.
+
+    It runs as a build session of its own (condapipe.build_session): Ctrl-Z pauses all of it, and
+    an interruption (or condapipe's death, through the interrupt watcher) stops all of it, the
+    compilers ninja starts in process groups of their own included."""
+    proc = subprocess.Popen(
         argv,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -88,8 +95,19 @@ def stream_process(
         encoding="utf-8",
         errors="replace",
         bufsize=1,
-    ) as proc:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            log.write(line.rstrip("\n"))
-        return proc.wait()
+        start_new_session=True,
+    )
+    try:
+        with build_session.supervised(proc.pid):
+            try:
+                assert proc.stdout is not None
+                for line in proc.stdout:
+                    log.write(line.rstrip("\n"))
+                return proc.wait()
+            except BaseException:
+                build_session.stop(proc.pid, build_session.STOP_GRACE_S)
+                proc.wait()
+                raise
+    finally:
+        if proc.stdout is not None:
+            proc.stdout.close()

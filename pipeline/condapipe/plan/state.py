@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import json
 import os
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -186,19 +187,35 @@ class StateFile:
 def work_dir_lock(work_dir: Path) -> Iterator[None]:
     """One pipeline per work directory: two runs writing the same state and outputs would corrupt both.
 
-    A flock dies with its process, so a `kill -9`ed run never leaves a stale lock behind.
+    A flock dies with its process, so a `kill -9`ed run never leaves a stale lock behind; what it
+    may leave is its build, still compiling into this work dir (its watcher killed too): the
+    holder file names it, and it is stopped before anything is built here (lock_holder).
     """
+    from condapipe.plan import lock_holder
+
     work_dir.mkdir(parents=True, exist_ok=True)
     lock_path = work_dir / ".lock"
     with lock_path.open("a+") as fh:
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            holder = lock_holder.read_holder(work_dir)
+            who = f" (pid {holder.pid})" if holder is not None and holder.is_alive() else ""
+            stop = f", stop it with `kill {holder.pid}`" if who and holder is not None else ""
             raise EnvironmentProblem(
-                f"another condapipe build is running in {work_dir}",
-                fix="wait for it to finish, or pass a different --work-dir",
+                f"another condapipe build{who} is running in {work_dir}",
+                fix=f"wait for it to finish{stop}, or pass a different --work-dir",
             ) from None
         try:
-            yield
+            earlier = lock_holder.read_holder(work_dir)
+            if earlier is not None and (stopped := lock_holder.stop_leftovers(earlier)):
+                print(
+                    f"condapipe: stopped {stopped} processes of an earlier build in {work_dir} "
+                    f"that outlived its condapipe (pid {earlier.pid})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            with lock_holder.recording(work_dir):
+                yield
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)

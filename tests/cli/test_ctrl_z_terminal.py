@@ -1,0 +1,103 @@
+"""Ctrl-Z in an interactive shell pauses every process of the build, and `fg` resumes them
+(issue 34, item 2).
+
+Tested as a user meets it: `bash -i` on a real pseudo-terminal (its controlling terminal, job
+control on), the build typed at its prompt, the ^Z byte typed into the terminal, `fg` typed after.
+The build is a real ninja compile: ninja starts each compile command in a process group of its
+own, so the terminal's SIGTSTP reaches none of them; condapipe must stop them itself. While the
+job is stopped every process of the build (the engine, its script, ninja, gcc and cc1) is in
+state T; after `fg` none is, and the build finishes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shlex
+import time
+from pathlib import Path
+
+import pytest
+from build_processes import (
+    SETTLE_S,
+    START_S,
+    Terminal,
+    all_pids,
+    build_argv,
+    cmdline,
+    compile_recipe,
+    compiling,
+    in_session,
+    kill_session,
+    open_gates,
+    stat,
+    state,
+    wait_for,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def _condapipe_below(shell: int) -> int | None:
+    """The condapipe the shell started (a job: a child of the shell)."""
+    for pid in all_pids():
+        fields = stat(pid)
+        if fields and int(fields[1]) == shell and "condapipe.cli.main" in cmdline(pid):
+            return pid
+    return None
+
+
+@pytest.mark.parametrize("engine", ["rattler-build", "conda-build"])
+def test_ctrl_z_in_an_interactive_shell_stops_the_compilers_and_fg_resumes_them(
+    tmp_path: Path, engine: str, request: pytest.FixtureRequest
+) -> None:
+    if engine == "conda-build":
+        request.getfixturevalue("real_conda")  # skips, naming how to get it, without conda-build
+    project = tmp_path / "project"
+    project.mkdir()
+    recipe, gates = compile_recipe(tmp_path, engine)
+    term = Terminal(project)
+    session = 0
+    try:
+        wait_for("bash never prompted", lambda: "$ " in term.text)
+        term.type(f"{shlex.join(build_argv(recipe, engine))}\n".encode())
+        wait_for("the shell never started condapipe", lambda: _condapipe_below(term.shell.pid) is not None)
+        condapipe = _condapipe_below(term.shell.pid)
+        assert condapipe is not None
+        session, cc1 = compiling(condapipe, START_S)
+        build = in_session(session)
+        assert len(build) >= 5  # the engine, bash, ninja, and per compile gcc and cc1
+
+        term.type(b"\x1a")  # Ctrl-Z, as the terminal's line discipline sees it
+        wait_for("the shell did not report the job stopped", lambda: "Stopped" in term.text)
+        wait_for("condapipe did not stop", lambda: state(condapipe) == "T")
+        wait_for(
+            "a process of the build kept running",
+            lambda: all(state(pid) in ("T", "gone") for pid in in_session(session)),
+            SETTLE_S,
+        )
+        assert all(state(pid) == "T" for pid in cc1)
+        time.sleep(1)  # and they stay stopped: nothing continued them behind the shell's back
+        assert [state(pid) for pid in cc1] == ["T", "T"]
+        assert state(condapipe) == "T"
+
+        term.type(b'fg; echo "EXIT""=$?"\n')  # fg's status is the job's; the echo of what was
+        # typed reads EXIT""=, what it prints EXIT=
+        wait_for("condapipe did not resume", lambda: state(condapipe) not in ("T", "gone"))
+        wait_for(
+            "a process of the build stayed stopped after fg",
+            lambda: not any(state(pid) == "T" for pid in in_session(session)),
+            SETTLE_S,
+        )
+        assert all(state(pid) not in ("T", "gone") for pid in cc1)  # back to compiling (S: reading)
+
+        open_gates(gates)  # the compiles finish, and the build with them
+        wait_for("the build never finished", lambda: re.search(r"EXIT=\d", term.text) is not None, START_S)
+        assert "EXIT=0" in term.text, term.text[-3000:]
+        assert [p.name for p in project.glob("channel/*/compiling-1.0-*")]
+    finally:
+        with contextlib.suppress(OSError):
+            open_gates(gates)
+        if session:
+            kill_session(session)
+        term.close()
