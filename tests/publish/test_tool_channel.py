@@ -7,9 +7,13 @@ installed with py-rattler, and rattler-build takes `ninja` from it with no other
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import importlib.metadata
+import os
 import shutil
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -168,3 +172,48 @@ def test_an_offline_rattler_build_takes_ninja_from_the_tool_channel(tmp_path: Pa
     ]
     version = (tmp_path / "prefix" / "share" / "ninja-version.txt").read_text()
     assert version == subprocess.run([NINJA, "--version"], capture_output=True, text=True).stdout
+
+
+@needs_ninja
+def test_ninja_installed_with_pip_target_is_found_where_its_record_points_outside(tmp_path: Path) -> None:
+    """`pip install --target DIR` records the script as ../../bin/ninja relative to DIR; Python's
+    `Distribution.files` drops that entry wherever DIR/../../bin/ninja does not exist (it did on the
+    GPU machine: 'no ninja executable'), so condapipe reads RECORD itself and finds DIR/bin/ninja."""
+    assert NINJA is not None
+    data = Path(NINJA).read_bytes()
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    wheel = _wheel(
+        tmp_path / "ninja-1.13.2-py3-none-manylinux2014_x86_64.whl",
+        {
+            "ninja/__init__.py": (b"", 0o644),
+            "ninja-1.13.2.data/scripts/ninja": (data, 0o755),
+            "ninja-1.13.2.dist-info/METADATA": (
+                b"Metadata-Version: 2.1\nName: ninja\nVersion: 1.13.2\n",
+                0o644,
+            ),
+            "ninja-1.13.2.dist-info/WHEEL": (
+                b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
+                b"Tag: py3-none-manylinux2014_x86_64\n",
+                0o644,
+            ),
+            "ninja-1.13.2.dist-info/RECORD": (
+                f"ninja-1.13.2.data/scripts/ninja,sha256={digest},{len(data)}\n".encode(),
+                0o644,
+            ),
+        },
+    )
+    site = tmp_path / "deep" / "er" / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+         "--target", str(site), str(wheel)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    assert (site / "bin" / "ninja").is_file() and not (site / ".." / ".." / "bin" / "ninja").exists()
+    probe = (
+        "import sys; from condapipe.publish.tool_channel import from_installed; "
+        "t = from_installed('ninja'); print(t.version, [f.path for f in t.files])"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *sys.path[1:]])}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split(" ", 1) == ["1.13.2", "['bin/ninja']\n"]

@@ -19,6 +19,7 @@ that of the package made now (the bytes are deterministic), else it is replaced.
 from __future__ import annotations
 
 import base64
+import csv
 import hashlib
 import os
 import stat
@@ -104,7 +105,7 @@ def from_installed(name: str) -> ToolSource:
             f"python3 -m pip install {name}   (or use --build-tools channels with a channel that has {name})",
         ) from None
     files: dict[str, ToolFile] = {}
-    for entry in dist.files or ():
+    for entry in _record_entries(dist):
         rel = _data_path(name, entry.as_posix())
         if rel is None:
             continue
@@ -113,6 +114,30 @@ def from_installed(name: str) -> ToolSource:
             _add(files, rel, data[0], data[1])
     origin = f"installed {name} {dist.version} ({dist.locate_file('')})"
     return _checked(name, dist.version, origin, dist.metadata.get("License") or "", files)
+
+
+def _record_entries(dist: metadata.Distribution) -> list[metadata.PackagePath]:
+    """Every file RECORD lists, the ones whose recorded path is missing included.
+
+    `Distribution.files` (Python >= 3.12) drops an entry whose path does not exist as recorded; after
+    `pip install --target DIR` a script's `../../bin/ninja` is recorded relative to DIR, so ninja's
+    binary vanished from the list wherever DIR/../../bin/ninja did not happen to exist (it did for
+    /tmp/x on a machine with /bin/ninja, and not on the GPU machine). _installed_bytes looks for it.
+    """
+    text = dist.read_text("RECORD")
+    if text is None:
+        return list(dist.files or ())
+    entries = []
+    for row in csv.reader(text.splitlines()):
+        if not row or not row[0]:
+            continue
+        entry = metadata.PackagePath(row[0])
+        digest = row[1] if len(row) > 1 else ""
+        entry.hash = metadata.FileHash(digest) if digest else None  # type: ignore[assignment]
+        entry.size = int(row[2]) if len(row) > 2 and row[2].isdigit() else None
+        entry.dist = dist
+        entries.append(entry)
+    return entries
 
 
 def _installed_bytes(dist: metadata.Distribution, entry: metadata.PackagePath) -> tuple[bytes, bool] | None:
