@@ -11,6 +11,8 @@ environment: a URL with a password on the command line or in the config file is 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -139,6 +141,21 @@ def recipe_reads_compile_cache(recipe_dir: Path) -> bool:
         except OSError:
             continue
     return False
+
+
+@cache
+def ccache_runs() -> bool:
+    """Whether a ccache on PATH runs here: the kept cache is chosen only then. A ccache that is on
+    PATH but cannot start (Debian's, unpacked without its libhiredis: 'error while loading shared
+    libraries', found on the GPU machine) would otherwise fail the build's first compile."""
+    found = shutil.which("ccache")
+    if found is None:
+        return False
+    try:
+        proc = subprocess.run([found, "--version"], capture_output=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0
 
 
 def shared_compile_cache(

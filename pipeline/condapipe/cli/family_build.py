@@ -7,7 +7,6 @@ other front ends run exactly the same sequence.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +15,12 @@ from typing import Any
 import click
 
 from condapipe.buildspec.build_spec import BuildSpec
-from condapipe.buildspec.compile_cache import COMPILE_CACHE_ENV, resume_families, shared_compile_cache
+from condapipe.buildspec.compile_cache import (
+    COMPILE_CACHE_ENV,
+    ccache_runs,
+    resume_families,
+    shared_compile_cache,
+)
 from condapipe.cli.output import console, err_console, print_json
 from condapipe.cli.plan_run import live_table_shown, run_and_report
 from condapipe.cli.plan_text import input_lines, plan_lines
@@ -86,7 +90,7 @@ def preflight(
             pythons=len(spec.pythons),
             work_dir=work_dir,
             recipe_passes_it=_recipe_takes_compile_cache(spec.package),
-            ccache_found=shutil.which("ccache") is not None,
+            ccache_found=ccache_runs(),
             resumable=spec.package in resume_families(),
         )
         merged.update(shared.env if shared else ())

@@ -106,16 +106,19 @@ def _explicit_compile_cache(settings: Settings) -> tuple[tuple[str, str], ...]:
 def _recipe_dir_cache(recipe_dir: Path, work_dir: Path) -> dict[str, str]:
     """A recipe directory that passes CONDAPIPE_COMPILE_CACHE to its script gets the work dir's
     kept cache (when ccache is on PATH), as magma and PyTorch do: an interrupted build continues."""
-    import shutil
 
-    from condapipe.buildspec.compile_cache import recipe_reads_compile_cache, shared_compile_cache
+    from condapipe.buildspec.compile_cache import (
+        ccache_runs,
+        recipe_reads_compile_cache,
+        shared_compile_cache,
+    )
 
     cache = shared_compile_cache(
         environ=os.environ,
         pythons=1,
         work_dir=work_dir,
         recipe_passes_it=recipe_reads_compile_cache(recipe_dir),
-        ccache_found=shutil.which("ccache") is not None,
+        ccache_found=ccache_runs(),
         resumable=True,
     )
     if cache is None:
