@@ -147,6 +147,22 @@ def write_python_variants(path: Path, pythons: tuple[str, ...]) -> None:
     tmp.replace(path)
 
 
+# conda-build's interpreter reads this folder's sitecustomize: its compression threads (below).
+THREADS_SITE = Path(__file__).with_name("conda_build_site")
+
+
+def build_environment(options: BuildOptions) -> dict[str, str]:
+    """The environment `conda build` runs in: condapipe's, the build's extra variables and, for a
+    `.conda`, the compression threads (conda-build has no option: conda-package-handling reads a
+    module constant, set by THREADS_SITE's sitecustomize from CONDAPIPE_ZSTD_THREADS)."""
+    env = {**os.environ, **dict(options.env)}
+    if options.package_format == "conda" and options.compression_threads:
+        env["CONDAPIPE_ZSTD_THREADS"] = str(options.compression_threads)
+        rest = env.get("PYTHONPATH")
+        env["PYTHONPATH"] = str(THREADS_SITE) + (os.pathsep + rest if rest else "")
+    return env
+
+
 def _written(path: Path) -> Path:
     """Where conda-build wrote the package `--output` named: an output with its own `target:`
     (split-packages/_output_specific_subdir) is named under the recipe's subdir but written under
@@ -254,7 +270,9 @@ class CondaBuildEngine:
         argv = self.argv(command, recipe_dir, options)
         with BuildLog(log_path, echo=options.echo) as log:
             log.write("condapipe: " + " ".join(argv))
-            code = stream_process(argv, log, env={**os.environ, **dict(options.env)})
+            if options.compression_threads and options.package_format == "conda":
+                log.write(f"condapipe: compression threads {options.compression_threads}")
+            code = stream_process(argv, log, env=build_environment(options))
             log_path = log.path
         if code != 0:
             raise BuildFailed(
