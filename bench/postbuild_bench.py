@@ -320,10 +320,11 @@ def _print_summary(size_mb: int, res: dict[str, object]) -> None:
             continue
         steps = run["steps"]
         build, fix = steps["build"], steps["fix"]
+        threads = res.get("engine_threads") or "the engine's default"
         print(
             f"| {engine}: engine packaging | {build['packaging_s']} | "
             f"{build['packaging_peak_rss_mib']} MiB | {build['output_bytes']:,} | "
-            f"engine's own relink/prefix scan/pack ({res.get('engine_threads', '?')} threads wanted) |"
+            f"engine's own relink/prefix scan/pack ({threads} threads wanted) |"
         )
         phases = ", ".join(f"{k} {v:.1f}" for k, v in fix["phases"].items())
         print(
@@ -427,7 +428,14 @@ def main() -> None:
         help="let the engine scan binary files for the prefix (before 2026-11-25 the bench did; "
         "condapipe's pytorch recipes do not)",
     )
+    ap.add_argument(
+        "--floor-from",
+        type=Path,
+        help="take the floor from an earlier --json of this bench over the same bytes (the generator's "
+        "seed is fixed; the input size is checked): a run that does not fit one 10-minute command",
+    )
     ns = ap.parse_args()
+    earlier = json.loads(ns.floor_from.read_text()) if ns.floor_from else {}
     base = ns.workdir or Path(tempfile.mkdtemp(prefix="condapipe-postbuild-"))
     flows = ns.flows.split(",")
     results: dict[str, object] = {}
@@ -453,6 +461,11 @@ def main() -> None:
             if "floor" in flows:
                 res["floor"] = floor(src, work / "floor.tar.zst", ns.level)
                 print(f"[{size_mb} MB] floor: {res['floor']}", flush=True)
+            elif f"{size_mb}mb" in earlier:
+                before = earlier[f"{size_mb}mb"]
+                if (before["input_bytes"], before["level"]) != (res["input_bytes"], ns.level):
+                    raise SystemExit(f"--floor-from {ns.floor_from}: not the same bytes and level")
+                res["floor"] = {**before["floor"], "tool": f"{before['floor']['tool']} (earlier run)"}
             for engine in ("rattler-build", "conda-build"):
                 if engine not in flows or (engine == "conda-build" and not _has_conda_build()):
                     continue
