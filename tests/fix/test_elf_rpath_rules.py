@@ -93,3 +93,16 @@ def test_every_in_prefix_entry_resolves_back_to_the_same_folder(file_rel: str, t
 @given(file_rel=_relpath)
 def test_origin_relative_to_own_folder_is_plain_origin(file_rel: str) -> None:
     assert origin_relative(posixpath.dirname(file_rel) or ".", file_rel) == "$ORIGIN"
+
+
+def test_an_rpath_the_loader_searches_the_same_way_is_not_a_change() -> None:
+    """What lets fix leave an engine's relinking alone (and the package uncompressed again)."""
+    from condapipe.fix.rpath import same_search_path
+
+    assert same_search_path("$ORIGIN/", "$ORIGIN")
+    assert same_search_path("$ORIGIN/../lib/:$ORIGIN/../lib", "$ORIGIN/../lib")
+    assert same_search_path("$ORIGIN/./lib", "$ORIGIN/lib")
+    assert not same_search_path("$ORIGIN/../lib:$ORIGIN", "$ORIGIN:$ORIGIN/../lib")  # order is search order
+    assert not same_search_path("$ORIGIN::/usr/lib", "$ORIGIN:/usr/lib")  # an empty entry is the cwd
+    assert not same_search_path(None, "$ORIGIN")
+    assert same_search_path(None, "")

@@ -16,29 +16,29 @@ from elfkit import LIB_SRC, gcc_shared, write_metadata
 
 from condapipe.fix.fixer import FixOptions, fix_package
 from condapipe.package import tree_record
-from condapipe.package.io import DRAFT_ZSTD_LEVEL, PackOptions, pack
+from condapipe.package.io import PackOptions, pack
 from condapipe.verify.verifier import verify_package
 
 BUILD_PREFIX = "/home/ci/conda-bld/demo_1700000000/_h_env_placehold_placehold_placehold"
 
 
-def _draft(tmp_path: Path, text: str = "data\n") -> Path:
+def _engine_package(tmp_path: Path, text: str = "data\n") -> Path:
     root = tmp_path / "tree"
     gcc_shared(root / "lib" / "libdemo.so", LIB_SRC, soname="libdemo.so", rpath=f"{BUILD_PREFIX}/lib")
     (root / "share").mkdir()
     (root / "share" / "data.txt").write_text(text * 1000)
     write_metadata(root, name="demo")
-    return pack(root, tmp_path / "engine" / "demo-1.0-0.conda", PackOptions(zstd_level=DRAFT_ZSTD_LEVEL))
+    return pack(root, tmp_path / "engine" / "demo-1.0-0.conda", PackOptions(zstd_level=1))
 
 
 @pytest.fixture
 def fixed(tmp_path: Path) -> Path:
     report = fix_package(
-        _draft(tmp_path),
+        _engine_package(tmp_path),
         FixOptions(build_prefixes=(BUILD_PREFIX,)),
         output_dir=tmp_path / "fix",
         pack_options=PackOptions(zstd_level=3),
-        draft=True,
+        repack_level=True,
         keep_tree=True,
     )
     return Path(str(report.output))
@@ -60,11 +60,11 @@ def test_fix_keeps_the_tree_it_wrote_the_package_from_and_verify_reads_it(fixed:
 
 def test_a_package_replaced_by_other_bytes_is_not_described_by_its_tree(fixed: Path, tmp_path: Path) -> None:
     other = fix_package(
-        _draft(tmp_path / "other", text="other data\n"),
+        _engine_package(tmp_path / "other", text="other data\n"),
         FixOptions(build_prefixes=(BUILD_PREFIX,)),
         output_dir=tmp_path / "other-fix",
         pack_options=PackOptions(zstd_level=3),
-        draft=True,
+        repack_level=True,
     )
     os.replace(str(other.output), fixed)
 

@@ -28,7 +28,7 @@ from condapipe.plan import (
 )
 from condapipe.plan.channels import ChannelSetup
 from condapipe.plan.runner import step_dir_for
-from condapipe.plan.steps import engine_compression_level
+from condapipe.plan.steps import engine_compression_level, engine_compression_threads
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,7 @@ def build_recipe_dir(request: RecipeBuild) -> PlanResult | None:
             pythons=request.pythons,
             package_format=options.package_format,
             compression_level=engine_compression_level(options),
+            compression_threads=engine_compression_threads(options),
             run_tests=options.run_tests,
             target_platform=request.platform,
             variant_files=request.variant_files,

@@ -39,6 +39,8 @@ class BuildOptions:
     pythons: tuple[str, ...] = ()
     package_format: str = "conda"
     compression_level: int | None = None
+    # zstd threads for a .conda (None: the engine's own default; condapipe passes every core)
+    compression_threads: int | None = None
     run_tests: bool = True
     target_platform: str | None = None
     # -m files: read after the recipe's own variant file (a later key replaces an earlier one)

@@ -168,6 +168,22 @@ def _package_files(output_dir: Path, package_format: str) -> dict[Path, tuple[in
     return found
 
 
+# conda-build's interpreter reads this folder's sitecustomize: its compression threads (below).
+THREADS_SITE = Path(__file__).with_name("conda_build_site")
+
+
+def build_environment(options: BuildOptions) -> dict[str, str]:
+    """The environment `conda build` runs in: condapipe's, the build's extra variables and, for a
+    `.conda`, the compression threads (conda-build has no option: conda-package-handling reads a
+    module constant, set by THREADS_SITE's sitecustomize from CONDAPIPE_ZSTD_THREADS)."""
+    env = {**os.environ, **dict(options.env)}
+    if options.package_format == "conda" and options.compression_threads:
+        env["CONDAPIPE_ZSTD_THREADS"] = str(options.compression_threads)
+        rest = env.get("PYTHONPATH")
+        env["PYTHONPATH"] = str(THREADS_SITE) + (os.pathsep + rest if rest else "")
+    return env
+
+
 class CondaBuildEngine:
     """Builds `meta.yaml` recipes with `conda build`."""
 
@@ -263,8 +279,10 @@ class CondaBuildEngine:
         argv = self.argv(command, recipe_dir, options)
         with BuildLog(log_path, echo=options.echo, opened=options.log_opened) as log:
             log.write("condapipe: " + " ".join(argv))
+            if options.compression_threads and options.package_format == "conda":
+                log.write(f"condapipe: compression threads {options.compression_threads}")
             try:
-                code = stream_process(argv, log, env={**os.environ, **dict(options.env)})
+                code = stream_process(argv, log, env=build_environment(options))
             except OSError as exc:  # not runnable (a dangling link): as a shell says it, then the next
                 log.write(f"condapipe: cannot run {command[0]}: {exc.strerror or exc}")
                 code = 127

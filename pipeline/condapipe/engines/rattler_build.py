@@ -93,7 +93,8 @@ class RattlerBuildEngine:
             + (f" with variants {variants}" if variants else "")
             + "".join(f", -m {f}" for f in options.variant_files),
             f"channels: {', '.join(self.channels(options))}",
-            f"package format: {package_format_arg(options)}",
+            f"package format: {package_format_arg(options)}"
+            + (f", {options.compression_threads} compression threads" if options.compression_threads else ""),
             f"tests: {'run in a fresh environment' if options.run_tests else 'skipped'}",
             f"packages into: {options.output_dir}",
         ]
@@ -115,6 +116,7 @@ class RattlerBuildEngine:
             "output_dir": str(scratch),
             "channels": self.channels(options),
             "package_format": package_format_arg(options),
+            "compression_threads": options.compression_threads,
         }
         log_path = log_file_for(options, recipe_dir.resolve().name, self.name)
         started = time.monotonic()
@@ -132,7 +134,8 @@ class RattlerBuildEngine:
                 if message["event"] == "started":
                     write(
                         f"condapipe: rattler-build {message.get('version')} building {recipe_path} "
-                        f"(package format {package_format_arg(options)})"
+                        f"(package format {package_format_arg(options)}, "
+                        f"compression threads {options.compression_threads or 'default'})"
                     )
                 elif message["event"] == "log":
                     style = message.get("style")

@@ -96,7 +96,10 @@ def build(request: dict[str, Any]) -> None:
     if request["target_platform"]:
         platform = rb.PlatformConfig(target_platform=request["target_platform"])
         render_config = rb.RenderConfig(platform=platform)
-    tool_config = rb.ToolConfiguration(test_strategy="native" if request["run_tests"] else "skip")
+    tool_config = rb.ToolConfiguration(
+        test_strategy="native" if request["run_tests"] else "skip",
+        compression_threads=request.get("compression_threads"),
+    )
     try:
         variants = list(recipe.render(variant_config, render_config))
     except rb.RattlerBuildError as exc:
@@ -154,6 +157,7 @@ def build_merged(request: dict[str, Any]) -> list[str]:
             target_platform=request["target_platform"],
             test="native" if request["run_tests"] else "skip",
             package_format=request["package_format"],
+            compression_threads=request.get("compression_threads"),
             no_build_id=True,
             skip_existing="local",
         )

@@ -21,7 +21,7 @@ from condapipe.elf.scan import elf_files
 from condapipe.errors import BuildFailed, UsageError
 from condapipe.fix.info_records import rewrite_info
 from condapipe.fix.patchers import RPATH, Change, PatchError, apply_change
-from condapipe.fix.rpath import RpathRules, decide, rules_for
+from condapipe.fix.rpath import RpathRules, decide, rules_for, same_search_path
 from condapipe.hashing import FileDigest, hash_file
 from condapipe.package import tree_record
 from condapipe.package.io import (
@@ -79,8 +79,10 @@ class FixReport:
     warnings: list[str] = field(default_factory=list)
     output: str | None = None
     elapsed_s: float = 0.0
-    # How the output package was written: "repacked" (a file changed), "recompressed" (a draft
-    # package nothing changed in), "copied", "unchanged" (nothing written), None (dry run).
+    # How the output package was written: "repacked" (a payload file changed), "info-rewritten"
+    # (only info records changed: the payload's zstd stream copied as the engine wrote it),
+    # "recompressed" (packed at another level than asked: nothing changed, the level did), "copied",
+    # "unchanged" (nothing written), None (dry run).
     written: str | None = None
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase: unpack, fix, write
 
@@ -183,7 +185,7 @@ def _fix_one(
     want, other = (DT_RPATH, DT_RUNPATH) if options.tag == RPATH else (DT_RUNPATH, DT_RPATH)
     has_right_tag = want in tags and other not in tags
     record = FileFix(rel, old, decision.value, options.tag, replaced)
-    if decision.value == (old or "") and has_right_tag and not replaced:
+    if same_search_path(old, decision.value) and has_right_tag and not replaced:
         return record, list(decision.warnings)
     if options.dry_run:
         record.patcher = f"{options.patcher} (dry run)"
@@ -253,24 +255,28 @@ def fix_package(
     pack_options: PackOptions | None = None,
     work_dir: Path | None = None,
     progress: Progress | None = None,
-    draft: bool = False,
+    repack_level: bool = False,
     keep_tree: bool = False,
     records_work_dir: Path | None = None,
 ) -> FixReport:
     """Fix a `.conda` / `.tar.bz2`; the result replaces it atomically (or goes to `output_dir`).
 
-    The output is compressed at most once: repacked when a file changed; otherwise left alone
-    (or copied to `output_dir`). With `draft` (a `.conda` its engine wrote at DRAFT_ZSTD_LEVEL so
-    that only condapipe compresses it for real) an unchanged package is recompressed at
-    `pack_options`' level instead, so the output always has that level. With `keep_tree` the
-    unpacked tree the output holds stays beside it (condapipe.package.tree_record), so verify
-    need not unpack the same bytes again. With `records_work_dir` (condapipe's work dir) the
-    package's info records stop naming it (condapipe.fix.info_records).
+    The engine packs at the final level on every core, so the payload is compressed once: when no
+    file changed its zstd stream is copied as the engine wrote it (never decompressed and
+    compressed again); only the small info tar is rewritten when its records change. Only a fix
+    that changes a payload file repacks the package (at `pack_options`' level). `repack_level`:
+    the package was packed at another level than `pack_options`' (the level was changed after the
+    build step finished): an unchanged `.conda` is recompressed once to that level, not rebuilt.
+    With `keep_tree` the unpacked tree the output holds stays beside it
+    (condapipe.package.tree_record), so verify need not unpack the same bytes again. With
+    `records_work_dir` (condapipe's work dir) the package's info records stop naming it
+    (condapipe.fix.info_records).
     """
     start = time.monotonic()
     path = package_file(path)
     out_path = (output_dir / path.name) if output_dir else path
-    draft = draft and package_format(path) == CONDA
+    is_conda = package_format(path) == CONDA
+    repack_level = repack_level and is_conda
     scratch_parent = work_dir or out_path.parent
     scratch_parent.mkdir(parents=True, exist_ok=True)
     # removed however this ends, an interrupt mid-removal included (condapipe.scratch)
@@ -280,7 +286,7 @@ def fix_package(
         package_info_from_index(load_index(root, path), path)
         unpacked = time.monotonic()
         report = fix_prefix(root, options, prefixes=declared_prefixes(root))
-        level = (pack_options or PackOptions()).zstd_level if draft else None
+        level = (pack_options or PackOptions()).zstd_level if repack_level else None
         info = rewrite_info(root, records_work_dir, level) if records_work_dir else []
         report.timings["unpack"] = unpacked - start
         report.timings["fix"] = time.monotonic() - unpacked
@@ -288,18 +294,23 @@ def fix_package(
         if report.errors:
             raise BuildFailed(f"fix failed for {path.name}", diagnosis="; ".join(report.errors[:3]))
         written = time.monotonic()
+        payload_changed = bool(report.changed or report.vendored)
         if options.dry_run:
             report.output = None
-        elif not (report.changed or report.vendored) and (draft or out_path != path) and (draft or not info):
-            if draft:  # the tar streams as the engine wrote them, compressed once at the final level
-                replaced = {name: (root / name).read_bytes() for name in info}
-                recompress(path, out_path, pack_options, progress=progress, info_files=replaced)
-                report.written = "recompressed"
-            else:
-                _copy_atomic(path, out_path)
-                report.written = "copied"
+        elif not payload_changed and (repack_level or (info and is_conda)):
+            # the tar streams as the engine wrote them; the payload's zstd stream copied untouched
+            # unless the level changed after the build
+            replaced = {name: (root / name).read_bytes() for name in info}
+            recompress(
+                path, out_path, pack_options, progress=progress, info_files=replaced, payload=repack_level
+            )
+            report.written = "recompressed" if repack_level else "info-rewritten"
             report.output = str(out_path)
-        elif report.changed or report.vendored or info:
+        elif not payload_changed and not info and out_path != path:
+            _copy_atomic(path, out_path)
+            report.written = "copied"
+            report.output = str(out_path)
+        elif payload_changed or info:
             changed = [f.path for f in report.changed]
             groups = _hard_link_groups(root, changed)
             digests = _digests(root, changed, options.workers())
@@ -351,19 +362,19 @@ def fix_package_file(
     patcher: str = "auto",
     pack_options: PackOptions | None = None,
     output_dir: Path | None = None,
-    draft: bool = False,
+    repack_level: bool = False,
     keep_tree: bool = False,
     records_work_dir: Path | None = None,
 ) -> FixReport:
     """For the pipeline: fix one built package with its family's rules, in place or into
-    `output_dir` (atomic); `draft`, `keep_tree`, `records_work_dir`: see `fix_package`."""
+    `output_dir` (atomic); `repack_level`, `keep_tree`, `records_work_dir`: see `fix_package`."""
     rules = rules_for(family).with_extra(extra_rpaths)
     return fix_package(
         Path(path),
         FixOptions(rules=rules, tag=tag, patcher=patcher, vendor=tuple(vendor)),
         pack_options=pack_options,
         output_dir=output_dir,
-        draft=draft,
+        repack_level=repack_level,
         keep_tree=keep_tree,
         records_work_dir=records_work_dir,
     )

@@ -5,9 +5,9 @@ rattler-build, its folders and packing settings (info/recipe/rendered_recipe.yam
 condapipe those name its work dir: a staging channel inside it (where the engine's own packages
 wait for fix and verify) and the engine's scratch folders. A package must never record
 build-machine paths of condapipe's work dir, so the staging channel is dropped (the published
-channel, the user's, stays), the scratch folders are named relative to the work dir, and the
-compression level is the one the published file has (the engine packed a draft; fix compresses
-it for real).
+channel, the user's, stays), the scratch folders are named relative to the work dir, and, when
+the fix step recompresses a package whose level was changed after its build, the compression level
+is the one the published file has.
 """
 
 from __future__ import annotations

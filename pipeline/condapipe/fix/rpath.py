@@ -162,6 +162,16 @@ def decide(
     return RpathDecision(tuple(dict.fromkeys(_tidy(e) for e in entries)), tuple(warnings))
 
 
+def same_search_path(old: str | None, new: str) -> bool:
+    """Whether the loader searches `old` exactly as `new`: the same entries in the same order once
+    tidied (`$ORIGIN/` is `$ORIGIN`; a repeated entry adds nothing). An engine's relinking that
+    differs only so is left as it wrote it: nothing to rewrite, nothing to repack. An empty entry
+    (the working directory) is never the same."""
+    if old and "" in old.split(":"):
+        return False
+    return ":".join(dict.fromkeys(_tidy(e) for e in split_rpath(old))) == new
+
+
 def _tidy(entry: str) -> str:
     """`$ORIGIN/./lib/` -> `$ORIGIN/lib`, `${ORIGIN}` kept as written."""
     for origin in ORIGIN_PREFIXES:

@@ -40,11 +40,6 @@ CONDA = ".conda"
 TAR_BZ2 = ".tar.bz2"
 PACKAGE_SUFFIXES: tuple[str, ...] = (CONDA, TAR_BZ2)
 DEFAULT_ZSTD_LEVEL = 19
-# What an engine writes a `.conda` at when condapipe compresses the final package itself (the fix
-# step always writes it once, on all cores): zstd 1 is the cheapest level both engines accept
-# (conda-build's --zstd-compression-level starts at 1; rattler-build's -7 saves little time and
-# writes about 18 % more bytes to read back).
-DRAFT_ZSTD_LEVEL = 1
 
 # What a damaged or truncated package raises while it is streamed (zip, tar, bzip2, zstd through
 # zstandard and backports.zstd / compression.zstd, EOF): condapipe.package.safe_extract reads every
@@ -354,6 +349,12 @@ class PackOptions:
         wanted = self._wanted()
         return self._fits(lean=False) < wanted and self._fits(lean=True) > self._fits(lean=False)
 
+    def engine_threads(self) -> int:
+        """Compression threads for an engine packing at this level: every core, as many as fit the
+        memory bound with the level's standard tables (an engine's compressor has no lean variant)."""
+        wanted = self._wanted()
+        return wanted if self.max_memory_mib <= 0 else max(1, min(wanted, self._fits(lean=False)))
+
     def zstd_threads(self) -> int:
         wanted = self._wanted()
         if self.max_memory_mib <= 0:
@@ -517,15 +518,16 @@ def recompress(
     *,
     progress: Progress | None = None,
     info_files: dict[str, bytes] | None = None,
+    payload: bool = True,
 ) -> Path:
-    """Rewrite a `.conda` at `options`' zstd level with its tar streams byte for byte unchanged.
+    """Rewrite a `.conda` with its tar streams byte for byte unchanged (nothing unpacked).
 
-    For a package an engine wrote at DRAFT_ZSTD_LEVEL that a fix left alone: one decompress ->
-    compress pass per component, straight from zip member to zip member, with no tar to rebuild
-    and nothing unpacked — every file, mode, link and timestamp stays as the engine wrote it.
-    Written atomically, like `pack`; `progress` gets compressed bytes read and their total.
-    `info_files` (name -> bytes) replace those members of the info tar (condapipe.fix.info_records);
-    the payload stream stays byte for byte.
+    `payload` True: both components are decompressed and compressed again at `options`' level (a
+    package packed at another level than the one asked for). `payload` False: the pkg component's
+    zstd stream is copied as the engine compressed it — never decompressed — and only the info
+    component is rewritten, when `info_files` (name -> bytes) replace some of its members
+    (condapipe.fix.info_records). Written atomically, like `pack`; `progress` gets compressed
+    bytes read and their total.
     """
     options = options or PackOptions()
     path = package_file(path)
@@ -536,6 +538,8 @@ def recompress(
     try:
         with open_regular(path) as fh, zipfile.ZipFile(fh) as src:
             streams = [i for i in src.infolist() if i.filename.endswith(".tar.zst")]
+            if not payload:
+                streams = [i for i in streams if i.filename.startswith("info-") and info_files]
             total = sum(i.compress_size for i in streams)
             with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as dst:
                 for item in src.infolist():

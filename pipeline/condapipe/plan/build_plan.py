@@ -440,8 +440,9 @@ def _job_steps(job: Job, options: PlanOptions, skip: str | None, skipped_jobs: s
         "engine": engine,
         "channels": [str(options.output_dir.resolve()), *options.channels],
         "package_format": options.package_format,
-        # What the engine packs at (a draft level for .conda): the final level is the fix step's.
-        "compression_level": act.engine_compression_level(options),
+        # A .conda's level is not the build's: a level changed after the build is the fix step's
+        # to apply (condapipe.plan.steps.fix_action); a .tar.bz2's level is the engine's alone.
+        "compression_level": None if options.package_format == "conda" else options.compression_level,
         "pythons": list(pythons),
         "platform": job.platform,
     }

@@ -81,6 +81,7 @@ def build_action(job: Job, options: PlanOptions) -> Action:
             pythons=job.spec.pythons if job.spec else job.pythons,
             package_format=options.package_format,
             compression_level=engine_compression_level(options),
+            compression_threads=engine_compression_threads(options),
             # The engine tests the package as built; the test step tests it again after fix (what
             # gets published), so a failure only after fix points at the fixer.
             run_tests=options.run_tests,
@@ -103,7 +104,13 @@ def build_action(job: Job, options: PlanOptions) -> Action:
             raise with_source_advice(exc, job) from None
         for name in result.skipped:
             ctx.log.write(f"skipped by the recipe (build/skip): {name}")
-        data = {"engine": engine.name, "engine_log": str(result.log_path), "recipe_dir": str(recipe_dir)}
+        data = {
+            "engine": engine.name,
+            "engine_log": str(result.log_path),
+            "recipe_dir": str(recipe_dir),
+            # what the fix step compares with the final level (changed after this step: recompress)
+            "packed_at": [options.package_format, build_options.compression_level],
+        }
         return StepOutcome(
             files=tuple(sorted(result.packages)),
             data={**data, **({"skipped": list(result.skipped)} if result.skipped else {})},
@@ -159,14 +166,22 @@ def build_env(job: Job, options: PlanOptions) -> dict[str, str]:
 
 
 def engine_compression_level(options: PlanOptions) -> int | None:
-    """The level the engine packs at. A `.conda` is compressed for real only once, by the fix step
-    on all cores, so its engine writes the cheapest level; a `.tar.bz2` is written at the final
-    level by the engine (bzip2's level barely changes its speed) and left alone when unchanged."""
+    """The level the engine packs at: the final one. A `.conda` is compressed once, by the engine
+    on every core (engine_compression_threads); the fix step copies its payload stream untouched
+    unless a fix changes a payload file."""
     if options.package_format == "conda":
-        from condapipe.package.io import DRAFT_ZSTD_LEVEL
-
-        return DRAFT_ZSTD_LEVEL
+        return final_compression(options)[1]
     return options.compression_level
+
+
+def engine_compression_threads(options: PlanOptions) -> int | None:
+    """The engine's zstd threads: every core, within the memory bound the machine gives
+    (condapipe.package.io.PackOptions.engine_threads); None for `.tar.bz2` (single-threaded)."""
+    if options.package_format != "conda":
+        return None
+    from condapipe.package.io import PackOptions
+
+    return PackOptions(zstd_level=final_compression(options)[1]).engine_threads()
 
 
 def final_compression(options: PlanOptions) -> tuple[str, int]:
@@ -184,19 +199,23 @@ def fix_action(build_step: str, family: str | None, options: PlanOptions) -> Act
 
         fmt, level = final_compression(options)
         pack = PackOptions(zstd_level=level) if fmt == "conda" else PackOptions(bz2_level=level)
-        # An engine that packed at DRAFT_ZSTD_LEVEL leaves the real compression to this step.
-        draft = fmt == "conda" and engine_compression_level(options) != level
+        # The engine packed at the final level; a level changed since the build step ran (its
+        # record names another) is this step's to apply, without building again.
+        record = ctx.deps.get(build_step)
+        packed_at = record.data.get("packed_at") if record else None
+        repack_level = fmt == "conda" and packed_at != [fmt, level]
         fixed: list[Path] = []
         summaries = {}
         for pkg in _packages(ctx, build_step):
             # The engine's output stays as built (a rerun of fix starts from it); the fixed package
-            # is written into this step's folder: repacked, recompressed or copied, never twice.
+            # is written into this step's folder: its payload stream copied as the engine
+            # compressed it, or repacked when a fix changed a payload file.
             report = fix_package_file(
                 pkg,
                 family=family,
                 pack_options=pack,
                 output_dir=ctx.step_dir / pkg.parent.name,
-                draft=draft,
+                repack_level=repack_level,
                 keep_tree=True,  # the verify step reads it instead of unpacking the package again
                 records_work_dir=options.work_dir,  # the package never names condapipe's work dir
             )
