@@ -7,6 +7,9 @@ cache and runs `patches check` on them:
 - pytorch: the wheels on PyPI carry the exact .py, .cmake and header files of each release
   (`pip download torch==X --no-deps`, the smallest macOS wheel); they are laid out as in the
   source tree using WHEEL_LAYOUT below.
+  Targets no wheel carries (.cu sources, cudnn_frontend's headers) come from a real source tree:
+  CONDAPIPE_PYTORCH_TREE_<X_Y_Z> (e.g. _2_6_0, the same variable the real-tree test reads); without
+  it such an entry is skipped with that reason.
 - magma: the release tarball from icl.utk.edu, or, when CONDAPIPE_MAGMA_SOURCES names a folder
   with magma-X.Y.Z/ trees (e.g. a git tag export after `python tools/codegen.py` for the
   precision-generated files), those trees.
@@ -129,6 +132,18 @@ def torch_tree(version: str, targets: set[str]) -> Path:
     return tree
 
 
+def real_pytorch_tree(version: str) -> Path | None:
+    """A real source tree of `version` named by CONDAPIPE_PYTORCH_TREE_<X_Y_Z>, if any."""
+    value = os.environ.get(f"CONDAPIPE_PYTORCH_TREE_{version.replace('.', '_')}")
+    if not value:
+        return None
+    tree = Path(value)
+    stamp = tree / "version.txt"  # 2.6.0's says 2.6.0a0
+    if not stamp.is_file() or stamp.read_text().split("a")[0].strip() != version:
+        pytest.fail(f"CONDAPIPE_PYTORCH_TREE_{version.replace('.', '_')}={value} is not a {version} tree")
+    return tree
+
+
 # --- magma: release tarballs ---------------------------------------------------------------
 
 
@@ -177,7 +192,16 @@ def test_patch_applies_to_upstream_files_on_every_version_that_matters(entry):
     for version in versions_to_check(entry):
         selected = build_for(entry, version)
         targets = {t for e in selected for t in e.target_files}
-        tree = torch_tree(version, targets) if entry.package == "pytorch" else magma_tree(version, targets)
+        if entry.package == "pytorch":
+            tree = real_pytorch_tree(version) or torch_tree(version, targets)
+            absent = sorted(t for t in targets if not (tree / t).is_file())
+            if absent:
+                pytest.skip(
+                    f"torch {version}'s wheel lacks {absent[0]} (and {len(absent) - 1} more): set "
+                    f"CONDAPIPE_PYTORCH_TREE_{version.replace('.', '_')} to a {version} source tree"
+                )
+        else:
+            tree = magma_tree(version, targets)
         results = {r.entry_id: r for r in check_entries(selected, tree)}
         result = results[entry.id]
         assert result.status == APPLIES, (
