@@ -6,7 +6,7 @@
 # in consecutive commands while it stays warm:
 #
 #   here:    scripts/pytorch_cuda13_compile_device.sh pack        -> .gpu/carry-cuda13/partNN (<= 60 MiB each)
-#   device:  stash (once per part, carry=.gpu/carry-cuda13/partNN) | setup | configure | compile | watch S | failures
+#   device:  stash (once per part, carry=.gpu/carry-cuda13/partNN) | setup | configure | compile [all] | watch S | failures
 #
 # What travels (pack): the CPU tree bundle (scripts/pytorch_tree/cpu_bundle.py, which leaves out the
 # CUDA-only submodules), those submodules (cutlass include+tools, nccl, NVTX, cudnn_frontend), the
@@ -55,7 +55,7 @@ stash)  # the carried part (one per call) goes where the next call's tree copy w
     mkdir -p "$stage" && cp -a "$carry"/part*/. "$stage"/ && ls -la "$stage"
     ;;
 setup)
-    mkdir -p "$work/files" "$work/src"
+    rm -rf "$work/src" && mkdir -p "$work/files" "$work/src"
     cat "$stage"/part[0-9][0-9] | tar -xf - -C "$work/files"
     (cd "$work/files" && sha256sum -c "$stage/MANIFEST.txt")
     for t in tree.tar.zst cuda-submodules.tar.zst; do zstd -dc "$work/files/$t" | tar -xf - -C "$work/src"; done
@@ -67,7 +67,7 @@ setup)
     "$py" -m venv "$work/hostpy"
     "$work/hostpy/bin/pip" install -q --no-index "$work"/files/*.whl
     # CUDA root: the toolkit plus the math libraries and cuDNN of the machine's nvidia-*-cu13 wheels
-    nv=$("$py" -c 'import nvidia, os; print(os.path.dirname(list(nvidia.__path__)[0] + "/x"))')
+    nv=${NV_SITE:-$("$py" -c 'import nvidia; print(list(nvidia.__path__)[0])')}  # .../site-packages/nvidia
     cuda=$work/cuda && rm -rf "$cuda" && mkdir -p "$cuda/include" "$cuda/lib64/stubs"
     for e in /usr/local/cuda-13.0/*; do case ${e##*/} in include | lib64 | lib) ;; *) ln -s "$e" "$cuda/";; esac; done
     for d in /usr/local/cuda-13.0/include "$nv"/cu13/include "$nv"/cudnn/include; do
@@ -78,7 +78,8 @@ setup)
     done
     (cd "$cuda/lib64" && for f in *.so.[0-9]*; do b=${f%%.so.*}.so; [ -e "$b" ] || ln -s "$f" "$b"; done)
     ln -s lib64 "$cuda/lib"
-    [ -e "$cuda/lib64/stubs/libcuda.so" ] || ln -s "$(ldconfig -p | awk '/libcuda\.so\.1 /{print $NF; exit}')" "$cuda/lib64/stubs/libcuda.so"
+    driver=$(ldconfig -p | awk '/libcuda\.so\.1 /{print $NF; exit}')  # CMake's CUDA::cuda_driver wants libcuda.so
+    if [ -n "$driver" ]; then ln -sf "$driver" "$cuda/lib64/stubs/libcuda.so"; else echo "warning: no libcuda.so.1 (driver)"; fi
     for h in cufft.h cublas_v2.h cusparse.h curand.h cusolverDn.h cudnn.h nvml.h; do
         [ -e "$cuda/include/$h" ] || echo "warning: no $h in the assembled CUDA root"
     done
@@ -97,10 +98,14 @@ configure)
     echo "configure took $(($(date +%s) - s)) s"
     grep -E '^(CUB_INCLUDE_DIR|USE_CUDNN|USE_NCCL|USE_MAGMA|TORCH_CUDA_ARCH_LIST|CUDA_NVCC_EXECUTABLE)[:=]' build/CMakeCache.txt
     ;;
-compile)  # detached: it outlives the command; `watch` follows it
+compile)  # detached: it outlives the command; `watch` follows it. `compile all`: every target (libs, torch_python)
     tree=$(cat "$work/tree") && cd "$tree/build"
-    ninja -t targets all | sed -n 's|^\(caffe2/CMakeFiles/torch_cuda\.dir/[^:]*\.o\): .*|\1|p' | sort -u >"$work/objects.txt"
-    echo "$(wc -l <"$work/objects.txt") torch_cuda objects"
+    if [ "${2:-}" = all ]; then
+        echo all >"$work/objects.txt"
+    else
+        ninja -t targets all | sed -n 's|^\(caffe2/CMakeFiles/torch_cuda\.dir/[^:]*\.o\): .*|\1|p' | sort -u >"$work/objects.txt"
+    fi
+    echo "$(wc -l <"$work/objects.txt") targets (torch_cuda objects unless 'all')"
     date +%s >"$work/started"
     PATH="$work/cuda/bin:$work/hostpy/bin:$PATH" setsid nohup ninja -k 0 -j "$(nproc)" $(cat "$work/objects.txt") \
         >"$work/ninja.log" 2>&1 </dev/null &
