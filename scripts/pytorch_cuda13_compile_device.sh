@@ -90,7 +90,7 @@ configure)
     cd "$tree"
     s=$(date +%s)
     env PATH="$cuda/bin:$work/hostpy/bin:$PATH" CUDA_HOME="$cuda" CUDA_PATH="$cuda" CUDACXX="$cuda/bin/nvcc" \
-        USE_CUDA=1 TORCH_CUDA_ARCH_LIST=9.0 USE_CUDNN=1 CUDNN_ROOT_DIR="$cuda" CUDNN_INCLUDE_DIR="$cuda/include" \
+        _GLIBCXX_USE_CXX11_ABI=0 USE_CUDA=1 TORCH_CUDA_ARCH_LIST=9.0 USE_CUDNN=1 CUDNN_ROOT_DIR="$cuda" CUDNN_INCLUDE_DIR="$cuda/include" \
         CUDNN_LIBRARY="$cuda/lib64/libcudnn.so" USE_NCCL=1 USE_STATIC_NCCL=1 USE_SYSTEM_NCCL=0 \
         USE_MAGMA=$([ -n "${MAGMA_HOME:-}" ] && echo 1 || echo 0) CMAKE_PREFIX_PATH="${MAGMA_HOME:-}" \
         BLAS=Eigen BUILD_TEST=0 USE_MPI=0 USE_NUMA=0 USE_ROCM=0 USE_XPU=0 CMAKE_POLICY_VERSION_MINIMUM=3.5 \
