@@ -74,6 +74,48 @@ def test_rtx_5090_arch_fix_matches_the_file_layout_of_each_release(version, expe
     assert patches == expected
 
 
+CUDA13_BACKPORTS_2_6 = [
+    "pytorch-cuda13-find-cub-cccl-2.6",
+    "pytorch-cuda13-cccl3-cub-iterators-2.6",
+    "pytorch-cuda13-cufft-removed-status-codes-2.6",
+    "pytorch-cuda13-cudnn-frontend-graph-edge-data-2.6",
+]
+
+
+@pytest.mark.parametrize("platform", ["linux-64", "linux-aarch64"])
+def test_pytorch_2_6_on_cuda_13_gets_the_cccl3_cufft_and_cudnn_frontend_backports_in_order(platform):
+    patches = [e.id for e in applicable("pytorch", "2.6.0", "13.0", platform) if e.kind == "patch"]
+    assert patches == CUDA13_BACKPORTS_2_6
+    # configure first: FindCUB must find include/cccl before any source file matters
+    files = [f.name for f in patch_files(applicable("pytorch", "2.6.0", "13.0", platform))]
+    assert files[0] == "cuda13-find-cub-cccl-2.6.patch"
+
+
+@pytest.mark.parametrize(
+    ("version", "cuda"),
+    [
+        ("2.6.0", "12.6"),  # CUDA 12 still has cub's iterators, cuFFT's codes and the old graph API
+        ("2.6.0", "12.8"),
+        ("2.6.0", "cpu"),
+        ("2.5.1", "13.0"),  # other releases' files differ: proven on 2.6 only
+        ("2.7.0", "13.0"),
+    ],
+)
+def test_cuda13_backports_stay_out_of_builds_they_were_not_proven_for(version, cuda):
+    selected = set(ids("pytorch", version, cuda))
+    assert not selected & set(CUDA13_BACKPORTS_2_6)
+
+
+def test_cuda13_backports_name_the_upstream_change_and_what_they_touch():
+    for entry_id in CUDA13_BACKPORTS_2_6:
+        entry = SHIPPED.get(entry_id)
+        assert entry.checked_on == ("2.6.0",)
+        assert entry.upstream and entry.reason
+    cub = SHIPPED.get("pytorch-cuda13-cccl3-cub-iterators-2.6")
+    assert "pytorch/pytorch#153373" in cub.upstream
+    assert "aten/src/ATen/cuda/cub.cuh" in cub.target_files
+
+
 def test_cmake4_setting_stops_where_pytorch_fixed_its_submodules():
     assert "pytorch-cmake4-policy-minimum" in ids("pytorch", "2.7.1", None)
     assert "pytorch-cmake4-policy-minimum" not in ids("pytorch", "2.8.0", None)

@@ -7,6 +7,9 @@ cache and runs `patches check` on them:
 - pytorch: the wheels on PyPI carry the exact .py, .cmake and header files of each release
   (`pip download torch==X --no-deps`, the smallest macOS wheel); they are laid out as in the
   source tree using WHEEL_LAYOUT below.
+  Targets no wheel carries (.cu sources, cudnn_frontend's headers) come from a real source tree:
+  CONDAPIPE_PYTORCH_TREE_<X_Y_Z> (e.g. _2_6_0, the same variable the real-tree test reads); without
+  it such an entry is skipped with that reason.
 - magma: the release tarball from icl.utk.edu, or, when CONDAPIPE_MAGMA_SOURCES names a folder
   with magma-X.Y.Z/ trees (e.g. a git tag export after `python tools/codegen.py` for the
   precision-generated files), those trees.
@@ -129,6 +132,18 @@ def torch_tree(version: str, targets: set[str]) -> Path:
     return tree
 
 
+def real_pytorch_tree(version: str) -> Path | None:
+    """A real source tree of `version` named by CONDAPIPE_PYTORCH_TREE_<X_Y_Z>, if any."""
+    value = os.environ.get(f"CONDAPIPE_PYTORCH_TREE_{version.replace('.', '_')}")
+    if not value:
+        return None
+    tree = Path(value)
+    stamp = tree / "version.txt"  # 2.6.0's says 2.6.0a0
+    if not stamp.is_file() or stamp.read_text().split("a")[0].strip() != version:
+        pytest.fail(f"CONDAPIPE_PYTORCH_TREE_{version.replace('.', '_')}={value} is not a {version} tree")
+    return tree
+
+
 # --- magma: release tarballs ---------------------------------------------------------------
 
 
@@ -177,7 +192,16 @@ def test_patch_applies_to_upstream_files_on_every_version_that_matters(entry):
     for version in versions_to_check(entry):
         selected = build_for(entry, version)
         targets = {t for e in selected for t in e.target_files}
-        tree = torch_tree(version, targets) if entry.package == "pytorch" else magma_tree(version, targets)
+        if entry.package == "pytorch":
+            tree = real_pytorch_tree(version) or torch_tree(version, targets)
+            absent = sorted(t for t in targets if not (tree / t).is_file())
+            if absent:
+                pytest.skip(
+                    f"torch {version}'s wheel lacks {absent[0]} (and {len(absent) - 1} more): set "
+                    f"CONDAPIPE_PYTORCH_TREE_{version.replace('.', '_')} to a {version} source tree"
+                )
+        else:
+            tree = magma_tree(version, targets)
         results = {r.entry_id: r for r in check_entries(selected, tree)}
         result = results[entry.id]
         assert result.status == APPLIES, (
@@ -218,3 +242,58 @@ def test_patched_select_compute_arch_accepts_rtx_5090_arch_list(entry, tmp_path)
         assert after.returncode == 0, after.stderr
         assert "arch=compute_120,code=sm_120" in after.stdout
         assert "arch=compute_90a,code=sm_90a" in after.stdout
+
+
+FIND_CUB = "cmake/Modules/FindCUB.cmake"
+FIND_CUB_PROBE = """cmake_minimum_required(VERSION 3.18)
+project(find_cub_probe NONE)
+list(PREPEND CMAKE_MODULE_PATH "${MODULES}")
+set(CUDA_TOOLKIT_INCLUDE "${CUDA_ROOT}/include")
+find_package(CUB)
+message(STATUS "CUB_INCLUDE_DIR=${CUB_INCLUDE_DIR}")
+"""
+
+
+def fake_cuda_root(root: Path, cub_under: str) -> Path:
+    """A CUDA root whose only header is cub/cub.cuh under `cub_under` (include, or include/cccl for 13)."""
+    header = root / cub_under / "cub" / "cub.cuh"
+    header.parent.mkdir(parents=True)
+    header.write_text("#pragma once\n")
+    return root
+
+
+def cub_dir_found(probe: Path, build: Path, modules: Path, cuda_root: Path) -> str:
+    """CUB_INCLUDE_DIR as the FindCUB in `modules` sets it for `cuda_root`."""
+    argv = ["cmake", "-S", str(probe), "-B", str(build), f"-DMODULES={modules}", f"-DCUDA_ROOT={cuda_root}"]
+    out = subprocess.run(argv, capture_output=True, text=True, check=False).stdout
+    return next(line for line in out.splitlines() if "CUB_INCLUDE_DIR=" in line).split("=", 1)[1]
+
+
+FIND_CUB_ENTRIES = [e for e in CATALOG.entries if FIND_CUB in e.target_files]
+
+
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="needs cmake")
+@pytest.mark.parametrize("entry", FIND_CUB_ENTRIES, ids=lambda e: e.id)
+def test_patched_find_cub_finds_cuda_13s_cccl_layout_and_still_cuda_12s(entry, tmp_path):
+    """Behaviour: the release's FindCUB misses include/cccl/cub (CUDA 13); patched it finds it, and a
+    CUDA 12 layout still resolves to include/."""
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    (probe / "CMakeLists.txt").write_text(FIND_CUB_PROBE)
+    cuda13 = fake_cuda_root(tmp_path / "cuda13", "include/cccl")
+    cuda12 = fake_cuda_root(tmp_path / "cuda12", "include")
+    for version in entry.checked_on:
+        source = real_pytorch_tree(version)
+        if source is None:
+            key = version.replace(".", "_")
+            pytest.skip(f"set CONDAPIPE_PYTORCH_TREE_{key} (FindCUB.cmake is not in the wheel)")
+        work = tmp_path / version
+        modules = work / "cmake" / "Modules"
+        modules.mkdir(parents=True)
+        shutil.copy2(source / FIND_CUB, work / FIND_CUB)
+        assert cub_dir_found(probe, tmp_path / "b", modules, cuda13) == "CUB_INCLUDE_DIR-NOTFOUND"
+        patch = subprocess.run(["patch", "-p1", "--fuzz=0", "-i", str(entry.patch_file)],
+                               cwd=work, capture_output=True, text=True, check=False)  # fmt: skip
+        assert patch.returncode == 0, patch.stdout
+        assert cub_dir_found(probe, tmp_path / "a13", modules, cuda13) == str(cuda13 / "include" / "cccl")
+        assert cub_dir_found(probe, tmp_path / "a12", modules, cuda12) == str(cuda12 / "include")
