@@ -37,6 +37,11 @@ class _QuietOnceInterrupted:
             self._display.watch(step, progress)
 
 
+def say_on_stderr(line: str) -> None:
+    """One line on stderr, as written (no markup, no wrapping)."""
+    err_console.print(line, soft_wrap=True, markup=False, highlight=False)
+
+
 def live_table_shown() -> bool:
     """Whether the live step table (on stderr) stays on the same terminal the summary goes to: then
     the summary does not print the steps a second time."""
@@ -54,7 +59,7 @@ def run_and_report(
     error: CondapipeError | None = None
     try:
         with StepDisplay(plan, err_console) as display:
-            result = run_plan(plan, display=_QuietOnceInterrupted(display))
+            result = run_plan(plan, display=_QuietOnceInterrupted(display), notify=say_on_stderr)
     except PlanFailed as exc:
         if interrupted():  # the step failed because it was stopped: no failure report, no summary
             raise KeyboardInterrupt from None

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from condapipe import build_session
 from condapipe.bounded_json import loads_bounded
-from condapipe.plan.state import atomic_write_text
+from condapipe.plan.atomic_files import atomic_write_text
 
 HOLDER_FILE = ".lock-holder.json"
 

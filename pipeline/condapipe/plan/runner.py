@@ -319,15 +319,18 @@ def step_dir_for(work_dir: Path, step_id: str) -> Path:
     return work_dir / "steps" / safe
 
 
-def run_plan(plan: Plan, *, display: StepObserver | None = None) -> PlanResult:
+def run_plan(
+    plan: Plan, *, display: StepObserver | None = None, notify: Callable[[str], None] | None = None
+) -> PlanResult:
     """Run every step that needs running, recording each as it finishes; stop at the first failure.
+    `notify` gets the one line that says an earlier build's leftovers were stopped (work_dir_lock).
 
     A failure raises PlanFailed, which carries the PlanResult so far (for the report) and the
     exit code of the step's own error.
     """
     start = time.monotonic()
     results: list[StepResult] = []
-    with work_dir_lock(plan.work_dir):
+    with work_dir_lock(plan.work_dir, notify):
         state = StateFile(plan.state_path)
         pending: set[str] = set()  # stays empty: a step that ran is recorded before the next decides
         failure: CondapipeError | None = None

@@ -13,9 +13,8 @@ import contextlib
 import fcntl
 import json
 import os
-import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,47 +22,10 @@ from typing import Any
 from condapipe.bounded_json import loads_bounded
 from condapipe.errors import EnvironmentProblem
 from condapipe.hashing import hash_file
+from condapipe.plan.atomic_files import atomic_write_text
 
 STATE_FILE = "state.json"
 SCHEMA = 1
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so readers see the old or the new content, never a mix."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with tmp.open("wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:  # said about the file the user named, not our temporary name
-        _remove_quietly(tmp)
-        raise OSError(exc.errno, exc.strerror, str(path)) from None
-    except BaseException:  # Ctrl-C mid-write: no temporary file stays behind
-        _remove_quietly(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _remove_quietly(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        path.unlink(missing_ok=True)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Text version of atomic_write_bytes (UTF-8)."""
-    atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename durable: without this a crash can forget it even though the data was synced."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -184,12 +146,13 @@ class StateFile:
 
 
 @contextlib.contextmanager
-def work_dir_lock(work_dir: Path) -> Iterator[None]:
+def work_dir_lock(work_dir: Path, notify: Callable[[str], None] | None = None) -> Iterator[None]:
     """One pipeline per work directory: two runs writing the same state and outputs would corrupt both.
 
     A flock dies with its process, so a `kill -9`ed run never leaves a stale lock behind; what it
     may leave is its build, still compiling into this work dir (its watcher killed too): the
-    holder file names it, and it is stopped before anything is built here (lock_holder).
+    holder file names it, and it is stopped before anything is built here (lock_holder), and
+    `notify` (the CLI's one line on stderr) is told so.
     """
     from condapipe.plan import lock_holder
 
@@ -208,12 +171,10 @@ def work_dir_lock(work_dir: Path) -> Iterator[None]:
             ) from None
         try:
             earlier = lock_holder.read_holder(work_dir)
-            if earlier is not None and (stopped := lock_holder.stop_leftovers(earlier)):
-                print(
+            if earlier is not None and (stopped := lock_holder.stop_leftovers(earlier)) and notify:
+                notify(
                     f"condapipe: stopped {stopped} processes of an earlier build in {work_dir} "
-                    f"that outlived its condapipe (pid {earlier.pid})",
-                    file=sys.stderr,
-                    flush=True,
+                    f"that outlived its condapipe (pid {earlier.pid})"
                 )
             with lock_holder.recording(work_dir):
                 yield

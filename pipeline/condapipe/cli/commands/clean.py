@@ -47,6 +47,7 @@ def command(
 
     An interrupted build's too; the next build starts over. Nothing outside the work dir is
     touched; links are removed, not followed; the output channel is kept."""
+    from condapipe.cli.plan_run import say_on_stderr
     from condapipe.plan.clean import BUILD_TREES, CACHES, RECORDS, plan_clean, remove_entries
     from condapipe.plan.state import work_dir_lock
 
@@ -56,7 +57,7 @@ def command(
         freed = sum(e.size for e in entries if not e.kept)
     else:
         plan_clean(work_dir, names, ())  # refuses a folder condapipe did not make before locking it
-        with work_dir_lock(work_dir):  # refuses while a build runs here
+        with work_dir_lock(work_dir, say_on_stderr):  # refuses while a build runs here
             entries = plan_clean(work_dir, names, _protected(output_dir))
             freed = remove_entries(entries)
     if as_json:
