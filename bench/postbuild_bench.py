@@ -41,6 +41,14 @@ SMALL_FILES = 300
 # Two big ELF files in the proportions of fix_bench's 3.41 GB default (2048 + 1100 MiB).
 BIG_SHARE = (0.65, 0.35)
 
+# The script ends as a family's build.sh does (condapipe.render.recipe_dir.staged_fix_lines):
+# condapipe's fix on the staged prefix, the engine's relocation off while it runs. A checkout
+# from before the staged fix sets no CONDAPIPE_STAGED_FIX: its engine relocates, its fix step
+# rewrites after packing, as it did.
+STAGED_FIX = (
+    'if [ -n "${{CONDAPIPE_STAGED_FIX:-}}" ]; then "$CONDAPIPE_STAGED_FIX" --prefix "$PREFIX" '
+    '--build-prefix "$BUILD_PREFIX"; fi'
+)
 RECIPE_V1 = """\
 package:
   name: torchshape
@@ -48,9 +56,15 @@ package:
 build:
   number: 0
   script:
-    - date +%s.%N > {marks}/script_start
-    - cp -a {src}/lib $PREFIX/
-    - date +%s.%N > {marks}/script_end
+    env:
+      CONDAPIPE_STAGED_FIX: ${{{{ env.get("CONDAPIPE_STAGED_FIX", default="") }}}}
+    content:
+      - date +%s.%N > {marks}/script_start
+      - cp -a {src}/lib $PREFIX/
+      - date +%s.%N > {marks}/script_end
+      - '{staged_fix}'
+  dynamic_linking:
+    binary_relocation: ${{{{ env.get("CONDAPIPE_STAGED_FIX", default="") == "" }}}}
 {prefix_v1}"""
 META_V0 = """\
 package:
@@ -58,6 +72,9 @@ package:
   version: 1.0.0
 build:
   number: 0
+  binary_relocation: {{{{ environ.get("CONDAPIPE_STAGED_FIX", "") == "" }}}}
+  script_env:
+    - CONDAPIPE_STAGED_FIX
 {prefix_v0}"""
 BUILD_SH = """\
 #!/bin/bash
@@ -65,6 +82,7 @@ set -euo pipefail
 date +%s.%N > {marks}/script_start
 cp -a {src}/lib "$PREFIX/"
 date +%s.%N > {marks}/script_end
+{staged_fix}
 """
 
 
@@ -216,9 +234,11 @@ def write_recipe(recipe: Path, src: Path, marks: Path, binary_prefix_scan: bool 
     recipe.mkdir(parents=True, exist_ok=True)
     prefix_v1 = "" if binary_prefix_scan else NO_BINARY_PREFIX_V1
     prefix_v0 = "" if binary_prefix_scan else NO_BINARY_PREFIX_V0
-    (recipe / "recipe.yaml").write_text(RECIPE_V1.format(src=src, marks=marks, prefix_v1=prefix_v1))
+    staged = STAGED_FIX.format()
+    v1 = RECIPE_V1.format(src=src, marks=marks, prefix_v1=prefix_v1, staged_fix=staged.replace("'", "''"))
+    (recipe / "recipe.yaml").write_text(v1)
     (recipe / "meta.yaml").write_text(META_V0.format(prefix_v0=prefix_v0))
-    (recipe / "build.sh").write_text(BUILD_SH.format(src=src, marks=marks))
+    (recipe / "build.sh").write_text(BUILD_SH.format(src=src, marks=marks, staged_fix=staged))
 
 
 def condapipe_build(recipe: Path, work: Path, engine: str, level: int, marks: Path) -> dict[str, object]:

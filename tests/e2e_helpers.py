@@ -65,3 +65,17 @@ def conda_install(bin_dir: Path, channel: Path, specs: list[str], prefix: Path) 
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def fixed_once(result: dict) -> tuple[str, dict]:
+    """The build log's staged-fix line and the fix step's record of a `build --json` result."""
+    work = Path(result["work_dir"])
+    lines = [
+        line
+        for log in sorted((work / "logs").glob("*.log"))
+        for line in log.read_text(errors="replace").splitlines()
+        if "condapipe: staged fix" in line
+    ]
+    (fix,) = [s for s in result["steps"] if s["kind"] == "fix"]
+    (record,) = fix["data"]["fix"].values()
+    return (lines[-1] if lines else ""), record

@@ -59,10 +59,14 @@ def selector_namespace(platform: str, variant: dict[str, str]) -> dict[str, Any]
     }
 
 
-def v0_meta(recipe_dir: Path, platform: str, variant: dict[str, str]) -> dict[str, Any]:
-    """meta.yaml as conda-build reads it for one variant: Jinja, then selectors, then YAML."""
+def v0_meta(
+    recipe_dir: Path, platform: str, variant: dict[str, str], environ: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """meta.yaml as conda-build reads it for one variant: Jinja (conda-build's `environ` is the
+    process environment: none here unless given), then selectors, then YAML."""
     text = (recipe_dir / "meta.yaml").read_text()
-    rendered = jinja2.Template(text, undefined=jinja2.StrictUndefined).render(**variant)
+    template = jinja2.Template(text, undefined=jinja2.StrictUndefined)
+    rendered = template.render(environ=environ or {}, **variant)
     namespace = selector_namespace(platform, variant)
     kept: list[str] = []
     for line in rendered.splitlines():

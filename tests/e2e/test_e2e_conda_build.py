@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from conda_package_handling import api as cph
-from e2e_helpers import build_json, conda_install, run_clean
+from e2e_helpers import build_json, conda_install, fixed_once, run_clean
 from libtorch_standin_helpers import SETTINGS, STANDIN, TEST_PROJECT, recipe_dependencies, stub_package
 
 from condapipe.publish.channel import index_channel
@@ -97,6 +97,9 @@ def test_the_libtorch_recipe_builds_with_conda_build_and_a_cmake_user_links_the_
     assert details["tests"].endswith("passed"), details
     log = Path(result["log"]).read_text()
     assert "libtorch package test: Torch 2.4.1" in log  # the recipe's find_package(Torch) test
+    staged, record = fixed_once(result)  # fixed before conda-build packed: compressed once
+    assert "new ELF files rewritten before packing" in staged and not staged.split("): ")[1].startswith("0 ")
+    assert record["changed"] == 0 and record["written"] in ("info-rewritten", "copied"), record
     unpacked = tmp_path / "unpacked"
     cph.extract(str(project / pkg), dest_dir=str(unpacked))
     index = json.loads((unpacked / "info" / "index.json").read_text())

@@ -27,7 +27,7 @@ from pathlib import Path
 import lief
 import pytest
 from conda_package_handling import api as cph
-from e2e_helpers import build_json, install, run_clean
+from e2e_helpers import build_json, fixed_once, install, run_clean
 from libtorch_standin_helpers import (
     CUDA_ARCHS,
     CUDA_SETTINGS,
@@ -127,6 +127,15 @@ def test_the_packages_own_find_package_test_ran_and_passed(built: dict) -> None:
     log = Path(built["log"]).read_text()
     assert "libtorch package test: Torch 2.4.1" in log
     assert "torch_smoke: sum=6" in log
+
+
+def test_the_elf_files_are_fixed_before_the_engine_packs_so_the_payload_is_compressed_once(
+    built: dict,
+) -> None:
+    line, record = fixed_once(built)
+    rewritten = int(line.split("): ", 1)[1].split(" of ", 1)[0]) if line else 0
+    assert rewritten >= 1, line  # build.sh's last step rewrote the build's rpaths on the staged prefix
+    assert record["changed"] == 0 and record["written"] in ("info-rewritten", "copied"), record
 
 
 def test_libtorch_links_c10_through_a_relative_rpath(package: Path, tmp_path: Path) -> None:

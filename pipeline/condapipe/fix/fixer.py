@@ -172,7 +172,7 @@ def vendor_libraries(
 # -- the per-file pass --------------------------------------------------------------------
 
 
-def _fix_one(
+def fix_one_file(
     root: Path, rel: str, options: FixOptions, prefixes: tuple[str, ...], mapping: dict[str, str]
 ) -> tuple[FileFix, list[str]]:
     path = root / rel
@@ -209,7 +209,7 @@ def fix_prefix(root: Path, options: FixOptions, *, prefixes: tuple[str, ...] = (
     mapping, report.vendored = vendor_libraries(root, options.vendor, options.rules, dry_run=options.dry_run)
     files = elf_files(root)
     with ThreadPoolExecutor(max_workers=options.workers()) as pool:
-        results = list(pool.map(lambda rel: _fix_one(root, rel, options, all_prefixes, mapping), files))
+        results = list(pool.map(lambda rel: fix_one_file(root, rel, options, all_prefixes, mapping), files))
     for record, warnings in results:
         report.files.append(record)
         report.warnings.extend(warnings)

@@ -162,6 +162,14 @@ def build_env(job: Job, options: PlanOptions) -> dict[str, str]:
     if home:  # doctor found /usr/local/cuda-X.Y for a CUDA other than the nvcc on PATH
         env["CUDA_HOME"] = home
         env["PATH"] = f"{home}/bin{os.pathsep}{os.environ.get('PATH', '')}"
+    # A family's build.sh ends with condapipe's fix on the staged prefix (condapipe.fix.staged); a
+    # recipe directory's script may call it the same way (README: "Compressed once").
+    from condapipe.fix.staged import write_launcher
+    from condapipe.render.model import STAGED_FIX_ENV
+
+    launcher = write_launcher(options.work_dir / "bin")
+    if launcher is not None:
+        env[STAGED_FIX_ENV] = str(launcher)
     return env
 
 

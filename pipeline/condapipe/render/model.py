@@ -178,6 +178,19 @@ class RecipeModel:
     # refs). Both engines copy it into info/about.json: that is how a package records what it
     # promises (condapipe.buildspec.variant.promise_record), for verify to check without being told.
     extra: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+    # The family whose rpath rules build.sh's last step applies to the staged prefix when condapipe
+    # drives the build (condapipe.fix.staged): the engine then packs fixed files, compressed once,
+    # and its own relocation is off. None (a recipe of no family): the engine relocates.
+    staged_fix_family: str | None = None
+
+
+# The variable condapipe sets to its staged-fix launcher (condapipe.fix.staged.ENV_VAR).
+STAGED_FIX_ENV = "CONDAPIPE_STAGED_FIX"
+
+
+def staged_fix_env(model: RecipeModel) -> tuple[str, ...]:
+    """The variable build.sh's staged fix reads, passed into the script by both engines."""
+    return (STAGED_FIX_ENV,) if model.staged_fix_family else ()
 
 
 def variant_refs(text: str) -> tuple[str, ...]:

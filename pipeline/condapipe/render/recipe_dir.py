@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -69,7 +69,24 @@ def build_sh(model: RecipeModel) -> str:
     if model.script.env:
         lines.append("")
     body = model.script.body.strip("\n")
-    return "\n".join(lines) + ("\n" + body + "\n" if body else "")
+    text = "\n".join(lines) + ("\n" + body + "\n" if body else "")
+    return text + staged_fix_lines(model)
+
+
+def staged_fix_lines(model: RecipeModel) -> str:
+    """build.sh's last step where condapipe drives the build: its fix on the staged prefix, before
+    the engine packs (condapipe.fix.staged). A user's own `conda build` of the recipe skips it, and
+    the engine relocates as usual (the recipe turns its relocation off only while it runs)."""
+    if not model.staged_fix_family:
+        return ""
+    family = bash_value(model.staged_fix_family)
+    return (
+        "\n# condapipe's fix before the engine packs: the payload is compressed once.\n"
+        'if [ -n "${CONDAPIPE_STAGED_FIX:-}" ]; then\n'
+        f'    "$CONDAPIPE_STAGED_FIX" --family {family} --prefix "$PREFIX" \\\n'
+        '        --build-prefix "${BUILD_PREFIX:-}"\n'
+        "fi\n"
+    )
 
 
 def plan_files(model: RecipeModel) -> dict[str, bytes]:
@@ -206,7 +223,7 @@ def build_model(spec: BuildSpec) -> RecipeModel:
 
     model = family_for(spec.package).build_model(spec)
     check_source(spec, [patch.name for patch in model.source.patches])
-    return model
+    return replace(model, staged_fix_family=spec.package)
 
 
 def render_recipe(spec: BuildSpec, out_dir: Path, *, force: bool = False) -> RenderResult:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 
-from condapipe.render.model import Dep, RecipeModel, When
+from condapipe.render.model import STAGED_FIX_ENV, Dep, RecipeModel, When, staged_fix_env
 from condapipe.render.syntax import jinja_v0, selector_v0
 from condapipe.yaml_io import dump_yaml
 
@@ -76,9 +76,13 @@ def meta_yaml(model: RecipeModel) -> str:
     if model.down_prioritize is not None:
         lines.append("  track_features:")
         lines.append(_line(4, f"- {scalar(model.down_prioritize.feature)}", model.down_prioritize.when))
-    if model.script.passthrough or model.script.secrets:
+    if model.staged_fix_family:
+        # off while condapipe's fix runs in build.sh (condapipe.fix.staged), on for anyone else
+        lines.append(f'  binary_relocation: {{{{ environ.get("{STAGED_FIX_ENV}", "") == "" }}}}')
+    passed = (*model.script.passthrough, *staged_fix_env(model), *model.script.secrets)
+    if passed:
         lines.append("  script_env:")
-        lines += [f"    - {name}" for name in (*model.script.passthrough, *model.script.secrets)]
+        lines += [f"    - {name}" for name in passed]
     lines.append("")
 
     req = model.requirements

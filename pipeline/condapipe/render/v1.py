@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from condapipe.render.model import Dep, Patch, RecipeModel, When
+from condapipe.render.model import STAGED_FIX_ENV, Dep, Patch, RecipeModel, When, staged_fix_env
 from condapipe.render.syntax import condition_v1, jinja_v1
 from condapipe.yaml_io import dump_yaml
 
@@ -50,7 +50,7 @@ def _source(model: RecipeModel) -> dict[str, Any]:
 
 def _build(model: RecipeModel) -> dict[str, Any]:
     env: dict[str, str] = {key: "${{ " + key + " }}" for key in model.variants.names() if key != "python"}
-    for name in model.script.passthrough:
+    for name in (*model.script.passthrough, *staged_fix_env(model)):
         env[name] = '${{ env.get("' + name + '", default="") }}'
     build: dict[str, Any] = {"number": model.build_number}
     if model.build_string:
@@ -67,8 +67,14 @@ def _build(model: RecipeModel) -> dict[str, Any]:
         condition = condition_v1(model.down_prioritize.when)
         weight: Any = "${{ 1 if " + condition + " else 0 }}" if condition else 1
         build["variant"] = {"down_prioritize_variant": weight}
+    linking: dict[str, Any] = {}
     if model.missing_dso_allowlist:
-        build["dynamic_linking"] = {"missing_dso_allowlist": list(model.missing_dso_allowlist)}
+        linking["missing_dso_allowlist"] = list(model.missing_dso_allowlist)
+    if model.staged_fix_family:
+        # off while condapipe's fix runs in build.sh (condapipe.fix.staged), on for anyone else
+        linking["binary_relocation"] = '${{ env.get("' + STAGED_FIX_ENV + '", default="") == "" }}'
+    if linking:
+        build["dynamic_linking"] = linking
     return build
 
 

@@ -449,3 +449,9 @@ cmake -S "${cc_source_dir}" -B "${cc_source_dir}/build" -G Ninja \
 cmake --build build --parallel "${MAX_JOBS}"
 cmake --install build
 compile_cache_report
+
+# condapipe's fix before the engine packs: the payload is compressed once.
+if [ -n "${CONDAPIPE_STAGED_FIX:-}" ]; then
+    "$CONDAPIPE_STAGED_FIX" --family "libtorch" --prefix "$PREFIX" \
+        --build-prefix "${BUILD_PREFIX:-}"
+fi

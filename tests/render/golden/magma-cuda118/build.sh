@@ -368,3 +368,9 @@ headers=(include/*.h build/include/*.h)
 mkdir -p "${PREFIX}/lib" "${PREFIX}/include"
 cp build/lib/libmagma.a "${PREFIX}/lib/"
 cp "${headers[@]}" "${PREFIX}/include/"
+
+# condapipe's fix before the engine packs: the payload is compressed once.
+if [ -n "${CONDAPIPE_STAGED_FIX:-}" ]; then
+    "$CONDAPIPE_STAGED_FIX" --family "magma" --prefix "$PREFIX" \
+        --build-prefix "${BUILD_PREFIX:-}"
+fi

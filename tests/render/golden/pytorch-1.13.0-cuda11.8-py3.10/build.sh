@@ -517,3 +517,9 @@ python setup.py install
 condapipe_pip_record torch
 condapipe_relocate_aten_config
 compile_cache_report
+
+# condapipe's fix before the engine packs: the payload is compressed once.
+if [ -n "${CONDAPIPE_STAGED_FIX:-}" ]; then
+    "$CONDAPIPE_STAGED_FIX" --family "pytorch" --prefix "$PREFIX" \
+        --build-prefix "${BUILD_PREFIX:-}"
+fi

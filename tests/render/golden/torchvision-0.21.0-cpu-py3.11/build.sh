@@ -111,3 +111,9 @@ condapipe_pip_record() {
 
 "${PYTHON}" -m pip install . --no-deps --no-build-isolation -vv
 condapipe_pip_record torchvision
+
+# condapipe's fix before the engine packs: the payload is compressed once.
+if [ -n "${CONDAPIPE_STAGED_FIX:-}" ]; then
+    "$CONDAPIPE_STAGED_FIX" --family "torchvision" --prefix "$PREFIX" \
+        --build-prefix "${BUILD_PREFIX:-}"
+fi

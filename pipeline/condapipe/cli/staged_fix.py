@@ -1,0 +1,40 @@
+"""`condapipe-staged-fix`: the command a build script runs on its staged prefix (condapipe.fix.staged).
+
+Not a `condapipe` subcommand: the build script reaches it through the launcher the plan writes
+(condapipe.fix.staged.write_launcher). One line per warning, one summary line; a bad prefix or
+package record is a one-line error with exit 2, a file that cannot be rewritten exit 1 (the
+engine then stops the build).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from condapipe.errors import UsageError
+from condapipe.fix.staged import fix_staged_prefix
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="condapipe-staged-fix", description=__doc__.splitlines()[0])
+    parser.add_argument("--family", default="default", help="whose rpath rules (default: the registry's)")
+    parser.add_argument("--prefix", required=True, type=Path)
+    parser.add_argument("--build-prefix", action="append", default=[])
+    args = parser.parse_args(argv)
+    try:
+        report = fix_staged_prefix(args.prefix, args.family, tuple(p for p in args.build_prefix if p))
+    except UsageError as exc:
+        print(f"condapipe: staged fix: error: {exc}", file=sys.stderr)
+        return 2
+    for warning in report.warnings:
+        print(f"condapipe: staged fix: warning: {warning}")
+    if report.errors:
+        for error in report.errors:
+            print(f"condapipe: staged fix: error: {error}", file=sys.stderr)
+        return 1
+    print(
+        f"condapipe: staged fix ({args.family}): {len(report.changed)} of {len(report.files)} new ELF "
+        f"files rewritten before packing in {report.elapsed_s:.1f} s"
+    )
+    return 0

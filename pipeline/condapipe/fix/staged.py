@@ -1,0 +1,104 @@
+"""The fix, run by a family's build.sh on the staged prefix before the engine packs it.
+
+Why: a fix that rewrites a payload file after the engine packed means compressing the payload a
+second time (a whole PyTorch at level 19: minutes). Run here, on the files the build installed,
+the engine packs the fixed files once and the plan's fix step finds nothing left to change. The
+engine's own relocation is off when this runs (the recipe asks for that only while
+`CONDAPIPE_STAGED_FIX` is set), so nothing rewrites the rpaths after condapipe's rules did.
+
+The new files are those the host environment's conda-meta records do not list: what both engines
+package. `condapipe` itself is not on the build script's PATH, so the plan writes a launcher
+(`write_launcher`) that runs `condapipe.cli.staged_fix` with condapipe's interpreter and import
+path.
+The plan's fix step still checks every file of the package with the rules of the code it runs: a
+package whose build ran an older staged fix (a build step is not redone for a code change) is
+corrected there, repacked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from condapipe.errors import UsageError
+from condapipe.fix.fixer import FixOptions, FixReport, fix_one_file
+from condapipe.fix.rpath import rules_for
+
+
+def host_files(prefix: Path) -> set[str]:
+    """Paths (relative, posix) the host environment's packages installed: conda-meta's records."""
+    meta = prefix / "conda-meta"
+    listed: set[str] = set()
+    for record in sorted(meta.glob("*.json")) if meta.is_dir() else ():
+        try:
+            data = json.loads(record.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"{record}: not a readable package record ({exc})") from None
+        files = data.get("files") if isinstance(data, dict) else None
+        listed.update(f for f in files or () if isinstance(f, str))
+    return listed
+
+
+def new_elf_files(prefix: Path) -> list[str]:
+    """ELF files with a dynamic table below `prefix` that no host package installed."""
+    from condapipe.elf.scan import elf_files
+
+    installed = host_files(prefix)
+    return [rel for rel in elf_files(prefix) if rel not in installed and not rel.startswith("conda-meta/")]
+
+
+def fix_staged_prefix(
+    prefix: Path, family: str | None, build_prefixes: tuple[str, ...], jobs: int = 0
+) -> FixReport:
+    """Fix, in place, every ELF file the build added to `prefix`, with `family`'s rules."""
+    start = time.monotonic()
+    if not prefix.is_dir():
+        raise UsageError(f"{prefix}: not a directory")
+    options = FixOptions(rules=rules_for(family), build_prefixes=build_prefixes, jobs=jobs)
+    prefixes = tuple(dict.fromkeys((str(prefix), *build_prefixes)))
+    report = FixReport(target=str(prefix), dry_run=False)
+    from concurrent.futures import ThreadPoolExecutor
+
+    files = new_elf_files(prefix)
+    with ThreadPoolExecutor(max_workers=options.workers()) as pool:
+        results = list(pool.map(lambda rel: fix_one_file(prefix, rel, options, prefixes, {}), files))
+    for record, warnings in results:
+        report.files.append(record)
+        report.warnings.extend(warnings)
+    report.elapsed_s = time.monotonic() - start
+    return report
+
+
+# The kernel reads at most this much of a `#!` line (Linux: 256 bytes, the terminator included).
+SHEBANG_MAX = 255
+
+
+def write_launcher(folder: Path) -> Path | None:
+    """An executable that runs the staged fix's command with this interpreter and import path,
+    ignoring the build script's PYTHON* variables (the build's own Python is another one). Written atomically.
+    None where no `#!` line can start this interpreter (a space in its path, a path too long):
+    then the engine relocates and the fix step repacks, as for a recipe directory."""
+    interpreter = sys.executable
+    if not interpreter or any(ch.isspace() for ch in interpreter) or len(interpreter) + 6 > SHEBANG_MAX:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "condapipe-staged-fix"
+    paths = [p for p in sys.path if p]
+    text = (
+        f"#!{interpreter} -I\n"
+        "# Written by condapipe for its build scripts: the staged fix (condapipe.cli.staged_fix).\n"
+        "import sys\n"
+        f"sys.path[:0] = {json.dumps(paths)}\n"
+        "from condapipe.cli.staged_fix import main\n"
+        "sys.exit(main())\n"
+    )
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return path
+    tmp = folder / f".{path.name}.tmp-{os.getpid()}"
+    tmp.write_text(text, encoding="utf-8")
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, path)
+    return path
