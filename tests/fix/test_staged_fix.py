@@ -138,7 +138,7 @@ def test_the_engines_relocation_is_off_only_while_condapipe_drives_the_build(
 ) -> None:
     recipe = render_model(build_model(_spec()), tmp_path / "recipe").out_dir
     variant = variant_combos(load_yaml((recipe / "conda_build_config.yaml").read_text()))[0]
-    assert v0_meta(recipe, "linux-64", variant, environ={})["build"]["binary_relocation"] is True
+    assert "binary_relocation" not in v0_meta(recipe, "linux-64", variant, environ={})["build"]  # default: on
     driven = v0_meta(recipe, "linux-64", variant, environ={"CONDAPIPE_STAGED_FIX": "/x/launcher"})
     assert driven["build"]["binary_relocation"] is False
     assert "CONDAPIPE_STAGED_FIX" in driven["build"]["script_env"]
