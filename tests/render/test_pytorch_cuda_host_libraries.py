@@ -70,13 +70,15 @@ def test_build_sh_builds_one_cuda_root_from_the_toolkit_and_the_host_packages(tm
         (prefix / "include" / header).write_text("package\n")
     (prefix / "lib" / "libcudnn.so.9").write_text("package\n")
     (prefix / "lib" / "libcudnn.so").symlink_to("libcudnn.so.9")
+    (toolkit / "lib64" / "stubs").mkdir()
+    (toolkit / "lib64" / "stubs" / "libcuda.so").write_text("stub\n")
     script = (
         f"set -e\ncuda_version=13.0\nCUDA_HOME={toolkit}\nPREFIX={prefix}\nSRC_DIR={src}\n{block}"
         'printf "%s\\n" "$CUDA_HOME" "$CUDNN_LIBRARY" "$NCCL_INCLUDE_DIR" "$USE_SYSTEM_NCCL" "$CUDACXX"\n'
     )
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
-    root = src / ".condapipe-cuda"
+    root = tmp_path / "condapipe-cuda-13.0"  # beside the source folder, not in it
     said, *values = done.stdout.splitlines()
     assert said == f"condapipe: CUDA 13.0: toolkit {toolkit}, libraries from the host packages ({root})"
     assert values == [str(root), f"{root}/lib64", f"{root}/include", "1", f"{root}/bin/nvcc"]
@@ -84,6 +86,7 @@ def test_build_sh_builds_one_cuda_root_from_the_toolkit_and_the_host_packages(tm
     assert (root / "include" / "cublas_v2.h").read_text() == "package\n"
     assert (root / "lib64" / "libcudnn.so").resolve() == (prefix / "lib" / "libcudnn.so.9")
     assert (root / "bin" / "nvcc").resolve() == toolkit / "bin" / "nvcc"
+    assert (root / "lib64" / "stubs" / "libcuda.so").read_text() == "stub\n"
     # a library header neither has: one clear line, before any compile
     (prefix / "include" / "nccl.h").unlink()
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False)
