@@ -10,7 +10,7 @@
 #     the CPU run's carry, .gpu/carry/part00..06 + MANIFEST.txt (scripts/pytorch_cpu_device.sh);
 #   - the CUDA-only submodules (cutlass, NVTX, cudnn_frontend), magma 2.6.1's generated tree and
 #     the nvidia-nvml-dev wheel: .gpu/carry-cu13pkg/part00 (`pack`, here);
-#   - cuBLAS, cuFFT, cuRAND, cuSOLVER, cuSPARSE, nvJitLink, NVRTC, cudart, NVTX, cuDNN, NCCL: the
+#   - cuBLAS, cuFFT, cuRAND, cuSOLVER, cuSPARSE, nvJitLink, NVRTC, cudart, CUPTI, NVTX, cuDNN, NCCL: the
 #     nvidia-* wheels installed in the machine's python, written back out as wheels from their
 #     RECORD (scripts/installed_wheel.py, every file's sha256 checked) and made into conda-forge's
 #     packages by `condapipe wheels` (libcublas/-dev, ..., libcudnn/-dev, nccl);
@@ -26,9 +26,10 @@
 #   here:   scripts/pytorch_cuda13_package_device.sh pack
 #   device: stash                      x7: carry .gpu/carry/part00 ... part05, then part06 +
 #                                      .gpu/carry/MANIFEST.txt + .gpu/carry-cu13pkg/part00
-#           setup                      ~2-3 min: join, install, channels (LIFT_CUDA13_REFUSAL=1)
-#           start                      detached (setsid): magma (unless MAGMA_CHANNEL has it), then
-#                                      the pytorch build with --compile-cache; returns at once
+#           setup                      ~3-4 min: join, install, magma started detached (setsid),
+#                                      channels, stand-ins (LIFT_CUDA13_REFUSAL=1)
+#           start                      detached (setsid): waits for magma, then the pytorch build
+#                                      with --compile-cache; returns at once
 #           watch SECONDS              progress (ninja [n/N], rate, load), logs to $OUT; repeat
 #           failures                   after a failed build: `ninja -k 0` over what is left in the
 #                                      build's own tree (item 1 folded in), every failure listed
@@ -50,7 +51,7 @@ carry13=$root/.gpu/carry-cu13pkg
 part_bytes=$((60 * 1024 * 1024))
 # The machine's nvidia-* distributions the package's CUDA libraries are made from.
 nvidia_dists=(nvidia-cublas nvidia-cufft nvidia-curand nvidia-cusolver nvidia-cusparse nvidia-nvjitlink
-    nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-nvtx nvidia-cudnn-cu13 nvidia-nccl-cu13)
+    nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cuda-cupti nvidia-nvtx nvidia-cudnn-cu13 nvidia-nccl-cu13)
 export PYTHONUNBUFFERED=1
 t0() { date +%s; }
 tree() { dirname "$(find "$base/src" -maxdepth 2 -name version.txt | head -1)"; }
@@ -72,7 +73,10 @@ pack)  # here: the CPU run's carry (hard links of the main checkout's) and one p
     cp "${MAGMA_TARBALL:-/work/main/.magma-resume/magma-2.6.1.tar.xz}" "$carry13.tmp/part00/"
     cp "${NVML_WHEEL:-$(ls /tmp/cu13-33/wheels/nvidia_nvml_dev-13.0.*.whl | head -1)}" "$carry13.tmp/part00/"
     cp "${REZIP:-/work/main/.gpu/rezip_wheel.py}" "$carry13.tmp/part00/"  # re-zips the CPU carry's mkl wheel
-    (cd "$carry13.tmp/part00" && sha256sum ./* | sed 's|\./||') >"$carry13.tmp/part00/MANIFEST-cu13.txt"
+    # an earlier hold's magma (watch returns it as magma-cuda130.conda.partNN; cat them in order)
+    if [ -n "${MAGMA_PACKAGE:-}" ]; then cp "$MAGMA_PACKAGE" "$carry13.tmp/part00/"; fi
+    (cd "$carry13.tmp/part00" && sha256sum ./* | sed 's|\./||') >"$carry13.tmp/MANIFEST-cu13.txt"
+    mv "$carry13.tmp/MANIFEST-cu13.txt" "$carry13.tmp/part00/"
     size=$(du -sb "$carry13.tmp/part00" | cut -f1)
     [ "$size" -le "$part_bytes" ] || { echo "cu13 part is $size bytes, over $part_bytes" >&2; exit 1; }
     rm -rf "$carry13" && mv "$carry13.tmp" "$carry13"
@@ -147,6 +151,34 @@ with open(sys.argv[1], "rb") as fh, zstandard.ZstdDecompressor().stream_reader(f
     done
     rm -rf "$base/magma-src" && mkdir -p "$base/magma-src" && tar -xJf "$stage13"/magma-*.tar.xz -C "$base/magma-src"
     echo "tree: $(tree); magma: $(ls "$base/magma-src")"
+    # magma needs only its source, the toolkit and the cmake/ninja tool channel: it compiles (~215 s
+    # on 64 cores, one arch) while the rest of setup runs single-threaded. MAGMA_CHANNEL: a
+    # magma-cuda130 package from an earlier hold (watch brings it back), no build.
+    rm -f "$base/magma.done"
+    if ls "$stage13"/magma-cuda130-*.conda >/dev/null 2>&1; then
+        mkdir -p "$base/magma-channel/linux-64" "$base/magma-channel/noarch"
+        cp "$stage13"/magma-cuda130-*.conda "$base/magma-channel/linux-64/"
+        condapipe index "$base/magma-channel" >/dev/null
+        MAGMA_CHANNEL=$base/magma-channel
+    fi
+    echo "${MAGMA_CHANNEL:-}" >"$base/magma-channel.txt"
+    if [ -z "${MAGMA_CHANNEL:-}" ]; then
+        cat >"$base/magma.sh" <<EOF
+#!/usr/bin/env bash
+export PYTHONPATH=$base/site PATH=$base/site/bin:\$PATH PYTHONUNBUFFERED=1
+cd $base
+echo "magma started \$(date -u +%FT%TZ)"
+condapipe build magma --cuda 13.0 --arch 9.0 --source "$(ls -d "$base"/magma-src/*/ | head -1)" \\
+    --engine rattler-build --build-tools wheels --override-channels \\
+    --output-dir $base/channel --work-dir $base/work-magma
+echo "magma exit \$? \$(date -u +%FT%TZ)" | tee $base/magma.done
+EOF
+        chmod +x "$base/magma.sh"
+        setsid nohup "$base/magma.sh" >"$magma_log" 2>&1 </dev/null &
+        echo "magma build started in the background (pid $!), log $magma_log"
+    else
+        echo "magma from $MAGMA_CHANNEL" | tee "$base/magma.done"
+    fi
     # Host channel: the CPU run's host wheels (numpy, mkl, ...) and this CPython
     rm -rf "$base/host-channel" "$base/cuda-channel" "$base/cuda-wheels"
     condapipe wheels "$files"/host/*.whl --to "$base/host-channel" | tail -1
@@ -167,25 +199,21 @@ with open(sys.argv[1], "rb") as fh, zstandard.ZstdDecompressor().stream_reader(f
     done
     echo "setup took $(($(t0) - s)) s" | tee -a "$out/machine.txt"
     ;;
-start)  # magma (unless MAGMA_CHANNEL holds magma-cuda130), then pytorch; one detached driver
+start)  # once setup's magma build is done (or MAGMA_CHANNEL has it), pytorch; one detached driver
     site_env
     cd "$base"
     tr=$(tree)
     cudnn=$(sed -n 's/^nvidia_cudnn_cu13-\([0-9]*\.[0-9]*\.[0-9]*\).*/\1/p' "$out/cuda-wheels.txt" | head -1)
     channels=(-c "$base/host-channel" -c "$base/cuda-channel" -c "$base/standin-channel")
-    if [ -n "${MAGMA_CHANNEL:-}" ]; then channels+=(-c "$MAGMA_CHANNEL"); fi
+    magma_channel=$(cat "$base/magma-channel.txt" 2>/dev/null || true)
+    if [ -n "$magma_channel" ]; then channels+=(-c "$magma_channel"); fi
     cat >"$base/driver.sh" <<EOF
 #!/usr/bin/env bash
 set -uo pipefail
 export PYTHONPATH=$base/site PATH=$base/site/bin:\$PATH PYTHONUNBUFFERED=1
 cd $base
-if ! ls ${MAGMA_CHANNEL:-$base/channel}/linux-64/magma-cuda130-*.conda >/dev/null 2>&1; then
-    echo "magma started \$(date -u +%FT%TZ)"
-    condapipe build magma --cuda 13.0 --arch 9.0 --source "$(ls -d "$base"/magma-src/*/ | head -1)" \\
-        --engine rattler-build --build-tools wheels ${channels[*]} --override-channels \\
-        --output-dir $base/channel --work-dir $base/work-magma >$magma_log 2>&1
-    echo "magma exit \$? \$(date -u +%FT%TZ)"
-fi
+while [ ! -f $base/magma.done ]; do sleep 5; done  # setup started magma
+cat $base/magma.done
 echo "pytorch started \$(date -u +%FT%TZ)"
 condapipe build pytorch --version 2.6.0 --python 3.12 --cuda 13.0 --arch 9.0 ${cudnn:+--cudnn $cudnn} \\
     --source "$tr" --engine rattler-build --build-tools wheels ${channels[*]} --override-channels \\
@@ -217,18 +245,29 @@ watch)
         sleep 30
     done
     cat "$base/started"
-    mkdir -p "$out"
-    cp "$log" "$out/driver.log" 2>/dev/null || true
-    tail -c 3000000 "$magma_log" >"$out/magma.log" 2>/dev/null || true
-    cp "$base/compile_memory.json" "$base/work/report.json" "$base/work/report.md" "$out/" 2>/dev/null || true
-    find "$base/work" -path '*logs/*.log' -newer "$base/started" -exec sh -c 'tail -c 12000000 "$1" >"$2/$(basename "$1")"' _ {} "$out" \; || true
+    # What comes back is bounded (8 files, 16 MiB each): the driver's log, CMake's summary, the
+    # report, the compile memory, the channel's index, the logs' tails in one tar, and a built
+    # magma in two pieces (19.9 MiB) for the next hold's pack (MAGMA_PACKAGE=...).
+    mkdir -p "$out" "$base/logs-out"
+    tail -c 4000000 "$log" >"$out/driver.log" 2>/dev/null || true
     grep -ah -A90 '\*\*\*\*\*\*\*\* Summary \*\*\*\*\*\*\*\*' "$base"/work/logs/*.log 2>/dev/null | tail -90 >"$out/cmake-summary.txt" || true
-    ls -la "$base/channel/linux-64" 2>/dev/null || true
-    # a built magma comes back: a later hold passes it with MAGMA_CHANNEL and skips its ~4 min
-    for m in "$base"/channel/linux-64/magma-cuda130-*.conda; do
-        [ -f "$m" ] && mkdir -p "$out/magma-channel/linux-64" && cp "$m" "$out/magma-channel/linux-64/"
-    done
+    cp "$base/work/report.json" "$out/" 2>/dev/null || true
+    cp "$base/compile_memory.json" "$out/" 2>/dev/null || true
     cp "$base/channel/linux-64/repodata.json" "$out/channel-repodata.json" 2>/dev/null || true
+    rm -f "$base"/logs-out/*
+    tail -c 30000000 "$magma_log" >"$base/logs-out/magma.log" 2>/dev/null || true
+    find "$base/work" "$base/work-magma" -path '*logs/*.log' -newer "$base/started" \
+        -exec sh -c 'tail -c 40000000 "$1" >"$2/$(basename "$1")"' _ {} "$base/logs-out" \; 2>/dev/null || true
+    (cd "$base/logs-out" && tar -cf - . | zstd -q -19 -T0 >"$base/logs.tar.zst") || true
+    if [ "$(stat -c %s "$base/logs.tar.zst" 2>/dev/null || echo 0)" -lt $((15 * 1024 * 1024)) ]; then
+        cp "$base/logs.tar.zst" "$out/"
+    fi
+    for m in "$base"/channel/linux-64/magma-cuda130-*.conda; do
+        [ -f "$m" ] || continue
+        split -b 15M -d "$m" "$out/magma-cuda130.conda.part"
+        echo "$(sha256sum "$m" | cut -d' ' -f1) $(basename "$m")" >>"$out/driver.log"
+    done
+    ls -la "$base/channel/linux-64" 2>/dev/null || true
     ;;
 failures)  # the build's own tree, every remaining object with `ninja -k 0`; each failure's first error
     bdir=$(dirname "$(find "$base/work" -name build.ninja -path '*/build/build.ninja' | head -1)")
@@ -239,8 +278,8 @@ failures)  # the build's own tree, every remaining object with `ninja -k 0`; eac
         echo "$obj"
         grep -a -A400 "^FAILED: $obj" "$base/ninja-k0.log" | grep -a -m2 'error' | sed 's/^/    /'
     done | tee "$out/failures.txt"
-    echo "failed objects: $(grep -ac '^FAILED: ' "$base/ninja-k0.log" || true); last step: $(grep -ao '^\[[0-9]*/[0-9]*\]' "$base/ninja-k0.log" | tail -1); $(($(t0) - s)) s"
-    tail -c 12000000 "$base/ninja-k0.log" >"$out/ninja-k0.log"
+    echo "failed objects: $(grep -ac '^FAILED: ' "$base/ninja-k0.log" || true); last step: $(grep -ao '^\[[0-9]*/[0-9]*\]' "$base/ninja-k0.log" | tail -1); $(($(t0) - s)) s" | tee -a "$out/failures.txt"
+    tail -c 60000000 "$base/ninja-k0.log" | zstd -q -19 -T0 >"$out/ninja-k0.log.zst"
     ;;
 env)  # a fresh environment from the channels, as a user installs the package, and the GPU checks
     site_env

@@ -11,10 +11,11 @@ from render_helpers import load_yaml, run_cli, v0_meta, v1_render, variant_combo
 
 HOST = [
     "cuda-version 13.0.*", "libcublas-dev", "libcufft-dev", "libcurand-dev", "libcusolver-dev",
-    "libcusparse-dev", "cuda-nvrtc-dev", "cuda-cudart-dev", "cuda-nvml-dev", "libcudnn-dev 9.*", "nccl",
+    "libcusparse-dev", "cuda-nvrtc-dev", "cuda-cudart-dev", "cuda-cupti-dev", "cuda-nvml-dev",
+    "libcudnn-dev 9.*", "nccl",
 ]  # fmt: skip
 RUN = ["libcublas", "libcufft", "libcurand", "libcusolver", "libcusparse", "cuda-nvrtc", "cuda-cudart",
-       "libcudnn 9.*", "nccl"]  # fmt: skip
+       "cuda-cupti", "libcudnn 9.*", "nccl"]  # fmt: skip
 
 
 def _render(tmp_path: Path, *cudas: str) -> Path:
@@ -91,3 +92,23 @@ def test_build_sh_builds_one_cuda_root_from_the_toolkit_and_the_host_packages(tm
     (prefix / "include" / "nccl.h").unlink()
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False)
     assert done.returncode == 1 and "nccl.h is in neither the toolkit" in done.stderr
+
+
+# What the real 2.6.0 tree configured for CUDA 13.0 links from outside the package (its summary's
+# Private CUDA Deps: curand, cufft, cublas, cudnn, nccl, cudart, cusparse; caffe2_nvrtc's NVRTC;
+# cusolver for linalg; kineto's CUPTI: `CUDA_cupti_LIBRARY = <root>/lib/libcupti.so`).
+CUDA_LINKED = ("libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13", "libcufft.so.12", "libcurand.so.10",
+               "libcusparse.so.12", "libcusolver.so.12", "libnvrtc.so.13", "libcupti.so.13", "libcudnn.so.9",
+               "libnccl.so.2")  # fmt: skip
+
+
+def test_every_cuda_library_the_package_links_comes_from_a_run_requirement(tmp_path: Path) -> None:
+    from fnmatch import fnmatchcase
+
+    from condapipe.verify.verifier import dependency_libs
+
+    out = _render(tmp_path, "13.0")
+    cbc = load_yaml((out / "conda_build_config.yaml").read_text())
+    provided = dependency_libs(v0_meta(out, "linux-64", variant_combos(cbc)[0])["requirements"]["run"])
+    for lib in CUDA_LINKED:
+        assert any(fnmatchcase(lib, pattern) for pattern in provided), lib
