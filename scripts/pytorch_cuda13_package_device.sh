@@ -28,8 +28,10 @@
 #                                      .gpu/carry/MANIFEST.txt + .gpu/carry-cu13pkg/part00
 #           setup                      ~3-4 min: join, install, magma started detached (setsid),
 #                                      channels, stand-ins (LIFT_CUDA13_REFUSAL=1)
-#           start                      detached (setsid): waits for magma, then the pytorch build
-#                                      with --compile-cache; returns at once
+#           start                      detached (setsid): waits for magma, then the pytorch build;
+#                                      returns at once. COMPILE_CACHE=DIR adds --compile-cache (a
+#                                      rerun in the same hold reuses objects; a new machine starts
+#                                      empty, and the CPU run measured its build without one)
 #           watch SECONDS              progress (ninja [n/N], rate, load), logs to $OUT; repeat
 #           failures                   after a failed build: `ninja -k 0` over what is left in the
 #                                      build's own tree (item 1 folded in), every failure listed
@@ -185,7 +187,8 @@ EOF
     # CUDA libraries: the machine's installed nvidia-* wheels, written out again, then laid out as
     # conda-forge's packages; nvml-dev (headers only) carried
     c=$(t0)
-    "$py" "$root/scripts/installed_wheel.py" "$base/cuda-wheels" "${nvidia_dists[@]}" | tee "$out/cuda-wheels.txt"
+    "$py" "$root/scripts/installed_wheel.py" "$base/cuda-wheels" "${nvidia_dists[@]}" | tee "$base/cuda-wheels.txt"
+    cp "$base/cuda-wheels.txt" "$out/"  # each call has a fresh $OUT: what later calls read stays in $base
     condapipe wheels --no-python "$base"/cuda-wheels/*.whl "$stage13"/nvidia_nvml_dev-*.whl --to "$base/cuda-channel" | tail -1
     echo "CUDA library packages: $(($(t0) - c)) s"
     "$py" -c 'import json, sys; d = json.load(open(sys.argv[1])); [print(r["name"], r["version"], r["size"]) for r in sorted(d["packages.conda"].values(), key=lambda r: r["name"])]' \
@@ -203,7 +206,7 @@ start)  # once setup's magma build is done (or MAGMA_CHANNEL has it), pytorch; o
     site_env
     cd "$base"
     tr=$(tree)
-    cudnn=$(sed -n 's/^nvidia_cudnn_cu13-\([0-9]*\.[0-9]*\.[0-9]*\).*/\1/p' "$out/cuda-wheels.txt" | head -1)
+    cudnn=$(sed -n 's/^nvidia_cudnn_cu13-\([0-9]*\.[0-9]*\.[0-9]*\).*/\1/p' "$base/cuda-wheels.txt" | head -1)
     channels=(-c "$base/host-channel" -c "$base/cuda-channel" -c "$base/standin-channel")
     magma_channel=$(cat "$base/magma-channel.txt" 2>/dev/null || true)
     if [ -n "$magma_channel" ]; then channels+=(-c "$magma_channel"); fi
@@ -217,7 +220,7 @@ cat $base/magma.done
 echo "pytorch started \$(date -u +%FT%TZ)"
 condapipe build pytorch --version 2.6.0 --python 3.12 --cuda 13.0 --arch 9.0 ${cudnn:+--cudnn $cudnn} \\
     --source "$tr" --engine rattler-build --build-tools wheels ${channels[*]} --override-channels \\
-    --compile-cache $base/compile-cache --output-dir $base/channel --work-dir $base/work
+    ${COMPILE_CACHE:+--compile-cache $COMPILE_CACHE} --output-dir $base/channel --work-dir $base/work
 echo "pytorch exit \$? \$(date -u +%FT%TZ)"
 EOF
     chmod +x "$base/driver.sh"
