@@ -1,4 +1,4 @@
-"""Compile one torch_cuda translation unit of a configured PyTorch tree against another source tree and CUDA.
+"""Compile one translation unit of a configured PyTorch tree against another source tree and CUDA.
 
 Why: a CUDA-13 configure plus ATen's codegen takes most of an hour on a loaded 2-core machine,
 while the per-TU failures of CCCL 3 / CUDA 13 live in the sources and headers, not in the
@@ -22,24 +22,28 @@ import sys
 import time
 from pathlib import Path
 
-OBJ_DIR = "caffe2/CMakeFiles/torch_cuda.dir/__/"
-
 
 def ninja_statement(build_ninja: Path, source: str) -> dict[str, str]:
-    """The variables of the build statement producing `source`'s torch_cuda object."""
-    target = f"build {OBJ_DIR}{source}.o:"
+    """The variables of the build statement that compiles `source` (any target: torch_cuda,
+    torch_python, kineto, ...): the one whose explicit input is the tree's `source`."""
+    tree = build_ninja.parent.parent
+    wanted = f"{tree}/{source}"
     found: dict[str, str] = {}
     lines = build_ninja.read_text(errors="replace").splitlines()
     for index, line in enumerate(lines):
-        if line.startswith(target):
-            found["rule"] = line.split(":", 1)[1].split()[0]
-            for follow in lines[index + 1 :]:
-                if not follow.startswith("  "):
-                    break
-                key, _, value = follow.strip().partition(" = ")
-                found[key] = value
-            return found
-    raise SystemExit(f"error: no torch_cuda object for {source} in {build_ninja}")
+        if not line.startswith("build ") or ":" not in line:
+            continue
+        rule_and_inputs = line.split(": ", 1)[1].split()
+        if len(rule_and_inputs) < 2 or rule_and_inputs[1] != wanted or "_COMPILER" not in rule_and_inputs[0]:
+            continue
+        found["rule"] = rule_and_inputs[0]
+        for follow in lines[index + 1 :]:
+            if not follow.startswith("  "):
+                break
+            key, _, value = follow.strip().partition(" = ")
+            found[key] = value
+        return found
+    raise SystemExit(f"error: no compile statement for {source} in {build_ninja}")
 
 
 def main() -> int:
