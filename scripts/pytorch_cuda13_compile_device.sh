@@ -85,12 +85,14 @@ setup)
     done
     echo "$tree" >"$work/tree"
     ;;
-configure)
+configure)  # ARCHS: TORCH_CUDA_ARCH_LIST (default: the table's list for CUDA 13.0, cuda.yaml)
     tree=$(cat "$work/tree") && cuda=$work/cuda
+    archs=${ARCHS:-7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX}
+    echo "TORCH_CUDA_ARCH_LIST=$archs"
     cd "$tree"
     s=$(date +%s)
     env PATH="$cuda/bin:$work/hostpy/bin:$PATH" CUDA_HOME="$cuda" CUDA_PATH="$cuda" CUDACXX="$cuda/bin/nvcc" \
-        _GLIBCXX_USE_CXX11_ABI=0 USE_CUDA=1 TORCH_CUDA_ARCH_LIST=9.0 USE_CUDNN=1 CUDNN_ROOT_DIR="$cuda" CUDNN_INCLUDE_DIR="$cuda/include" \
+        _GLIBCXX_USE_CXX11_ABI=0 USE_CUDA=1 TORCH_CUDA_ARCH_LIST="$archs" USE_CUDNN=1 CUDNN_ROOT_DIR="$cuda" CUDNN_INCLUDE_DIR="$cuda/include" \
         CUDNN_LIBRARY="$cuda/lib64/libcudnn.so" USE_NCCL=1 USE_STATIC_NCCL=1 USE_SYSTEM_NCCL=0 \
         USE_MAGMA=$([ -n "${MAGMA_HOME:-}" ] && echo 1 || echo 0) CMAKE_PREFIX_PATH="${MAGMA_HOME:-}" \
         BLAS=Eigen BUILD_TEST=0 USE_MPI=0 USE_NUMA=0 USE_ROCM=0 USE_XPU=0 CMAKE_POLICY_VERSION_MINIMUM=3.5 \
