@@ -229,3 +229,14 @@ def test_an_accepted_pair_beyond_upstream_renders_and_says_why_it_compiles(
     assert notes == [f"warning: {pairs.pair_verdict('2.4.1', '12.8').line()}"]
     assert "building it anyway" not in result.stderr
     assert (tmp_path / "out").is_dir()
+
+
+def test_a_cuda_no_release_was_built_for_upstream_picks_the_newest_release_that_compiles_with_it() -> None:
+    from condapipe.buildspec.defaults import fill_defaults
+
+    settings, choices = fill_defaults("pytorch", {"cuda": ["12.2"]}, toolkits=lambda: (), python="3.10")
+    assert settings["version"] == "2.3.0"  # NVIDIA's build for JetPack 6.0, the only one with CUDA 12.2
+    assert choices[0].line("pytorch") == (
+        "chose pytorch 2.3.0: no release was built upstream for CUDA 12.2; newest that compiles with it: "
+        "NVIDIA built it for JetPack 6.0 (CUDA 12.2; jetson.yaml) (--version to change)"
+    )
