@@ -84,7 +84,7 @@ def test_an_accepted_pair_beyond_upstream_without_patches_says_what_shows_it_com
 
 
 def test_a_release_nvidia_built_for_a_jetpack_is_offered_with_that_jetpack_cuda() -> None:
-    verdict = pairs.pair_verdict("2.5.0", "12.6", "linux-aarch64")
+    verdict = pairs.pair_verdict("2.5.0", "12.6")
     assert verdict.kind == pairs.EVIDENCE and "NVIDIA built it for JetPack 6.1" in verdict.why
     assert not pairs.offered("2.5.1", "12.2")  # another release with another JetPack's CUDA: no
 
@@ -240,3 +240,38 @@ def test_a_cuda_no_release_was_built_for_upstream_picks_the_newest_release_that_
         "chose pytorch 2.3.0: no release was built upstream for CUDA 12.2; newest that compiles with it: "
         "NVIDIA built it for JetPack 6.0 (CUDA 12.2; jetson.yaml) (--version to change)"
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "note"),
+    [
+        # the seeds' pairs: libtorch 2.0.x + 11.7 is upstream's (no note); the others say why they compile
+        (["libtorch", "--version", "2.0.1", "--cuda", "11.7"], None),
+        (
+            ["pytorch", "--version", "1.13.0", "--cuda", "11.8", "--python", "3.10"],
+            "it compiles with the catalog's patches pytorch-cpp-extension-cuda-11.8: real 1.13.1 tree",
+        ),
+        (
+            ["torchvision", "--version", "0.14.1", "--cuda", "11.8", "--python", "3.10"],
+            "pytorch 1.13.1 was not built upstream for CUDA 11.8",
+        ),
+        (
+            ["pytorch", "--version", "1.8.0", "--cuda", "11.0", "--python", "3.8"],
+            "it compiles as rendered: conda-forge built pytorch 1.8.0 for CUDA 11.0",
+        ),
+    ],
+    ids=lambda a: " ".join(a) if isinstance(a, list) else "",
+)
+def test_the_seeds_pairs_are_offered_with_their_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], note: str | None
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["config", "show", *args])
+    assert result.exit_code == 0, result.output
+    notes = [
+        line for line in result.stderr.splitlines() if "upstream" in line and line.startswith("warning:")
+    ]
+    if note is None:
+        assert notes == []
+    else:
+        assert len(notes) == 1 and note in notes[0], notes

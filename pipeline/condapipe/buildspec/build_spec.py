@@ -355,7 +355,7 @@ def build_spec(
     extra_env = _env(settings, torch.extra_env if torch and rules.version == "pytorch" else ())
     if torch is not None:
         for cuda in cudas:  # a pair nothing shows compiling is refused before anything is written
-            verdict = pairs.pair_verdict(torch_version, cuda, platform)
+            verdict = pairs.pair_verdict(torch_version, cuda)
             if not verdict.offered:
                 raise UsageError(verdict.line())
             if verdict.line():

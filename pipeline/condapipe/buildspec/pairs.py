@@ -66,8 +66,8 @@ def _words(text: str) -> str:
 
 
 @cache
-def pair_verdict(version: str, cuda: str, platform: str = "linux-64") -> PairVerdict:
-    """The verdict on building PyTorch `version` with `cuda` for `platform` (a known release)."""
+def pair_verdict(version: str, cuda: str) -> PairVerdict:
+    """The verdict on building PyTorch `version` (a known release) with `cuda`."""
     info = tables.pytorch_info(version)
     if cuda == tables.CPU:
         return PairVerdict(version, cuda, UPSTREAM)
@@ -82,9 +82,9 @@ def pair_verdict(version: str, cuda: str, platform: str = "linux-64") -> PairVer
     for rule in data.get("compiles_beyond_upstream") or ():
         if not _spans(rule, version, cuda):
             continue
+        # the catalog selects these for every pair of the entry (tests/buildspec/test_pairs.py checks it;
+        # reading the catalog here would make the spec stage import render)
         wanted = tuple(str(p) for p in rule.get("patches") or ())
-        if wanted and not set(wanted) <= set(_selected_patches(version, cuda, platform)):
-            continue  # the catalog no longer selects them here: nothing vouches for the pair
         return PairVerdict(version, cuda, PATCHED if wanted else EVIDENCE, _words(rule["evidence"]), wanted)
     jetpack = _jetpack_build(version, cuda)
     if jetpack:
@@ -94,12 +94,6 @@ def pair_verdict(version: str, cuda: str, platform: str = "linux-64") -> PairVer
         f"with {cuda} (no evidence or catalog patch for the pair in pytorch.yaml compiles_beyond_upstream)"
     )
     return PairVerdict(version, cuda, REFUSED, why, nearest=_nearest(version, cuda), unproven=True)
-
-
-def _selected_patches(version: str, cuda: str, platform: str) -> tuple[str, ...]:
-    from condapipe.render import patch_catalog  # render builds on buildspec, not the reverse
-
-    return tuple(e.id for e in patch_catalog.applicable("pytorch", version, cuda, platform))
 
 
 def _jetpack_build(version: str, cuda: str) -> str:
@@ -143,9 +137,9 @@ def _offered_beyond_upstream(version: str, cuda: str) -> bool:
     return any(_spans(rule, version, cuda) for rule in rules) or bool(_jetpack_build(version, cuda))
 
 
-def offered(version: str, cuda: str, platform: str = "linux-64") -> bool:
+def offered(version: str, cuda: str) -> bool:
     """Whether the pair is offered (upstream built it, or something shows it compiles)."""
-    return pair_verdict(version, cuda, platform).offered
+    return pair_verdict(version, cuda).offered
 
 
 __all__ = ["EVIDENCE", "PATCHED", "REFUSED", "UPSTREAM", "PairVerdict", "offered", "pair_verdict"]
