@@ -344,7 +344,7 @@ watch)
     end=$(($(t0) + ${2:-60}))
     prev_n="" prev_t=""
     while [ "$(t0)" -lt "$end" ]; do
-        step=$(find "$base/work" "$base/work-magma" -path '*logs/*.log' -newer "$base/started" \
+        step=$(find "$base/work" -path '*logs/build_*.log' -newer "$base/started" \
             -exec grep -hoa '\[[0-9]*/[0-9]*\]' {} + 2>/dev/null | tail -1 || true)
         n=${step#[}; n=${n%%/*}; now=$(t0) rate=""
         if [ -n "$prev_n" ] && [ -n "$n" ] && [ "$n" -ge "$prev_n" ]; then
@@ -369,15 +369,15 @@ watch)
     done
     cp "$base/channel/linux-64/repodata.json" "$base/results-out/channel-repodata.json" 2>/dev/null || true
     ls -la "$base"/channel/linux-64 >"$base/results-out/channel-ls.txt" 2>/dev/null || true
-    find "$base/results" -maxdepth 1 -type f ! -name 'ninja-k0.log.zst' -exec cp {} "$base/results-out/" \;
-    (cd "$base/results-out" && tar -cf - . | zstd -q -19 -T0 >"$out/results.tar.zst") || true
-    cp "$base/results/ninja-k0.log.zst" "$out/" 2>/dev/null || true
+    find "$base/results" -maxdepth 1 -type f ! -name 'ninja-k0.log.xz' -exec cp {} "$base/results-out/" \;
+    (cd "$base/results-out" && tar -cf - . | xz -6 -T0 >"$out/results.tar.xz") || true
+    cp "$base/results/ninja-k0.log.xz" "$out/" 2>/dev/null || true
     tail -c 30000000 "$magma_log" >"$base/logs-out/magma.log" 2>/dev/null || true
     find "$base/work" "$base/work-magma" -path '*logs/*.log' -newer "$base/started" \
         -exec sh -c 'tail -c 40000000 "$1" >"$2/$(basename "$1")"' _ {} "$base/logs-out" \; 2>/dev/null || true
-    (cd "$base/logs-out" && tar -cf - . | zstd -q -19 -T0 >"$base/logs.tar.zst") || true
-    if [ "$(stat -c %s "$base/logs.tar.zst" 2>/dev/null || echo 0)" -lt $((15 * 1024 * 1024)) ]; then
-        cp "$base/logs.tar.zst" "$out/"
+    (cd "$base/logs-out" && tar -cf - . | xz -6 -T0 >"$base/logs.tar.xz") || true
+    if [ "$(stat -c %s "$base/logs.tar.xz" 2>/dev/null || echo 0)" -lt $((15 * 1024 * 1024)) ]; then
+        cp "$base/logs.tar.xz" "$out/"
     fi
     for m in "$base"/channel/linux-64/magma-cuda130-*.conda; do
         [ -f "$m" ] || continue
@@ -401,7 +401,7 @@ failures)  # the build's own tree, every remaining object with `ninja -k 0`; eac
         grep -a -A400 "^FAILED: $obj" "$base/ninja-k0.log" | grep -a -m2 'error' | sed 's/^/    /'
     done | tee "$out/failures.txt"
     echo "failed objects: $(grep -ac '^FAILED: ' "$base/ninja-k0.log" || true); last step: $(grep -ao '^\[[0-9]*/[0-9]*\]' "$base/ninja-k0.log" | tail -1); $(($(t0) - s)) s" | tee -a "$out/failures.txt"
-    tail -c 60000000 "$base/ninja-k0.log" | zstd -q -19 -T0 >"$out/ninja-k0.log.zst"
+    tail -c 60000000 "$base/ninja-k0.log" | xz -6 -T0 >"$out/ninja-k0.log.xz"
     ;;
 env)  # a fresh environment from the channels, as a user installs the package, and the GPU checks
     site_env

@@ -83,12 +83,12 @@ def main() -> int:
         flags += f" -gencode arch=compute_{args.arch},code=sm_{args.arch}"
         cmd = (
             f"{args.cuda_home}/bin/nvcc -forward-unknown-to-host-compiler -ccbin={args.host_cxx} "
-            f"{stmt['DEFINES']} {includes} {flags} -x cu -c {shlex.quote(source)} -o {out}"
+            f"{stmt.get('DEFINES', '')} {includes} {flags} -x cu -c {shlex.quote(source)} -o {out}"
         )
     else:
         # what FindCUB's CUB_INCLUDE_DIRS gives C++ objects once CUB lives in include/cccl
         includes += f" -isystem {args.cuda_home}/include/cccl"
-        cmd = f"{args.host_cxx} {stmt['DEFINES']} {includes} {flags} -o {out} -c {shlex.quote(source)}"
+        cmd = f"{args.host_cxx} {stmt.get('DEFINES', '')} {includes} {flags} -o {out} -c {shlex.quote(source)}"
     log = out.with_suffix(".log")
     start = time.monotonic()
     proc = subprocess.run(shlex.split(cmd), capture_output=True, text=True, check=False)
