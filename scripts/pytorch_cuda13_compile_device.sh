@@ -109,9 +109,11 @@ compile)  # detached: it outlives the command; `watch` follows it. `compile all`
     if [ "${2:-}" = all ]; then
         echo all >"$work/objects.txt"
     else
-        ninja -t targets all | sed -n 's|^\(\(caffe2/CMakeFiles/torch_cuda\.dir\|third_party/tensorpipe/tensorpipe/CMakeFiles/tensorpipe_cuda\.dir\)/[^:]*\.o\): .*|\1|p' | sort -u >"$work/objects.txt"
+        ninja -t targets all | grep -E '^(caffe2/CMakeFiles/torch_cuda\.dir|third_party/tensorpipe/tensorpipe/CMakeFiles/tensorpipe_cuda\.dir)/[^:]*\.o: ' |
+            cut -d: -f1 | sort -u >"$work/objects.txt"
     fi
-    echo "$(wc -l <"$work/objects.txt") targets (torch_cuda objects unless 'all')"
+    echo "$(wc -l <"$work/objects.txt") targets (torch_cuda and tensorpipe_cuda objects unless 'all')"
+    [ -s "$work/objects.txt" ] || { echo "no objects found in build.ninja" >&2; exit 1; }
     date +%s >"$work/started"
     PATH="$work/cuda/bin:$work/hostpy/bin:$PATH" setsid nohup ninja -k 0 -j "$(nproc)" $(cat "$work/objects.txt") \
         >"$work/ninja.log" 2>&1 </dev/null &
