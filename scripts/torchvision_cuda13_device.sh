@@ -22,10 +22,11 @@
 #
 # Calls (each a device call; the machine goes back 30 s after a command ends):
 #   here:   scripts/pytorch_cuda13_package_device.sh pack && scripts/torchvision_cuda13_device.sh pack
-#   device: 33's calls up to its last stash, with [.gpu/carry40/part00] added to the call that
-#           carries .gpu/carry33/call01 if it fits, else its own `stash40` call;
-#           then: P=scripts/pytorch_cuda13_package_device.sh V=scripts/torchvision_cuda13_device.sh
-#             $P stash && $V stash40 && LIFT_CUDA13_REFUSAL=1 $P setup && $V setup40 && $V start40
+#   device: (P=scripts/pytorch_cuda13_package_device.sh V=scripts/torchvision_cuda13_device.sh)
+#           33's calls as its header lists them, up to (not including) its last one;
+#           one more call, carry [.gpu/carry40/part00]:   $V stash40
+#           33's last call, its last carry folder:  $P stash && LIFT_CUDA13_REFUSAL=1 $P setup &&
+#                                                   $V setup40 && $V start40
 #           $P watch SECONDS (repeat: 33's watch reads the same driver log and results folder)
 #   start40 replaces 33's `start`: its driver runs the one plan above, then by itself after success
 #   33's `env`, `env40` and `tests40` here, then 33's `tests` with the time left (each cut 2 min
