@@ -270,9 +270,8 @@ def command(
             from condapipe.plan.build_plan import family_jobs, select_variant
 
             select_variant(family_jobs(spec, companions, sources), variant)
-        elif (
-            companions
-        ):  # an unknown or unrelated family (or its missing source) is refused before doctor runs
+        elif companions:
+            # an unknown or unrelated family (or its missing source) is refused before doctor runs
             from condapipe.plan.build_plan import family_jobs
 
             family_jobs(spec, companions, sources)
