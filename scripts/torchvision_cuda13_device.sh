@@ -155,7 +155,11 @@ echo "driver done \$(date -u +%FT%TZ)"
 EOF
     chmod +x "$base/driver.sh"
     setsid nohup "$base/driver.sh" >"$log" 2>&1 </dev/null &
-    echo "started at $(date -u +%FT%TZ) (pid $!); cuDNN from the machine: ${cudnn:-unknown}" | tee "$base/started"
+    pid=$!
+    # compile-job memory, as 33's start measures it (watch brings compile_memory.json back)
+    setsid nohup "$py" "$root/bench/compile_job_memory.py" --pid "$pid" --out "$base/compile_memory.json" \
+        >"$base/compile_memory.log" 2>&1 </dev/null &
+    echo "started at $(date -u +%FT%TZ) (pid $pid); cuDNN from the machine: ${cudnn:-unknown}" | tee "$base/started"
     sleep 20
     tail -c 1500 "$log"
     ;;
