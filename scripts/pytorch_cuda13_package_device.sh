@@ -22,7 +22,9 @@
 # scripts/pytorch_cuda13_lift_refusal.patch (the same change as the branch's last commit) to the
 # copy of condapipe this machine installs, and says so; without it setup stops at the refusal.
 #
-# Calls, back to back (the machine goes back 30 s after a command ends; at most 10 min a call):
+# Calls, back to back (the machine goes back 30 s after a command ends; at most 10 min a call).
+# While the detached build runs, a `watch` call must always be in flight: the first hold lost its
+# build, its kept tree and its ninja -k 0 when 70 s passed between two calls.
 #   here:   scripts/pytorch_cuda13_package_device.sh pack
 #   device: stash                      carry [.gpu/carry33/call00] (condapipe's wheels, the manifest)
 #           stash && early             carry [.gpu/carry33/call01, .gpu/carry-cu13pkg/part00]: condapipe
