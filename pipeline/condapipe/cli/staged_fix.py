@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from condapipe.errors import UsageError
+from condapipe.fix.stage_out import requested_stage
 from condapipe.fix.staged import fix_staged_prefix
 
 
@@ -21,7 +22,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--family", default="default", help="whose rpath rules (default: the registry's)")
     parser.add_argument("--prefix", required=True, type=Path)
     parser.add_argument("--build-prefix", action="append", default=[])
+    parser.add_argument(
+        "--stage-out", type=Path, help="move the fixed new files here (default: as requested)"
+    )
     args = parser.parse_args(argv)
+    if args.stage_out is None:  # pack_from_stage (issue 35): the engine adapter's request
+        args.stage_out = requested_stage(args.prefix)
     try:
         report = fix_staged_prefix(args.prefix, args.family, tuple(p for p in args.build_prefix if p))
     except UsageError as exc:
@@ -33,6 +39,15 @@ def main(argv: list[str] | None = None) -> int:
         for error in report.errors:
             print(f"condapipe: staged fix: error: {error}", file=sys.stderr)
         return 1
+    if args.stage_out is not None:
+        from condapipe.fix.stage_out import move_payload_out
+
+        try:
+            moved = move_payload_out(args.prefix, args.stage_out)
+        except (UsageError, OSError) as exc:
+            print(f"condapipe: staged fix: error: moving the payload out: {exc}", file=sys.stderr)
+            return 2
+        print(f"condapipe: staged fix: {moved} new files moved to {args.stage_out} for condapipe to pack")
     print(
         f"condapipe: staged fix ({args.family}): {len(report.changed)} of {len(report.files)} new ELF "
         f"files rewritten before packing in {report.elapsed_s:.1f} s"

@@ -42,6 +42,10 @@ class BuildOptions:
     # zstd threads for a .conda (None: the engine's own default; condapipe passes every core)
     compression_threads: int | None = None
     run_tests: bool = True
+    # Issue 35 prototype, off by default: the staged fix moves the payload out of the prefix, the
+    # engine packs its metadata only and condapipe writes the payload in one streaming pass
+    # (condapipe.package.stage_pack). rattler-build only; its own tests are then skipped.
+    pack_from_stage: bool = False
     target_platform: str | None = None
     # -m files: read after the recipe's own variant file (a later key replaces an earlier one)
     variant_files: tuple[Path, ...] = ()

@@ -105,6 +105,14 @@ class RattlerBuildEngine:
             raise UsageError(f"{recipe_dir} has no {V1_RECIPE}; rattler-build builds v1 recipes")
         variants = recipe_variant_file(recipe_dir)
         scratch = self.scratch_dir(options, recipe_dir.resolve().name)
+        env = {**os.environ, **dict(options.env)}
+        stage = None
+        if options.pack_from_stage:  # the staged fix moves the payload there (condapipe.fix.stage_out)
+            from condapipe.fix.stage_out import REQUEST, STAGE_DIR
+
+            stage = scratch / STAGE_DIR
+            stage.mkdir()
+            (stage / REQUEST).touch()
         request = {
             "recipe": str(recipe_path.resolve()),
             "shown_recipe": str(recipe_path),
@@ -112,7 +120,7 @@ class RattlerBuildEngine:
             "variant_files": [str(f) for f in options.variant_files],
             "pythons": list(options.pythons),
             "target_platform": options.target_platform,
-            "run_tests": options.run_tests,
+            "run_tests": options.run_tests and stage is None,  # the payload is not in the engine's package
             "output_dir": str(scratch),
             "channels": self.channels(options),
             "package_format": package_format_arg(options),
@@ -142,9 +150,7 @@ class RattlerBuildEngine:
                     write(str(message.get("text", "")), style if isinstance(style, str) else None)
 
             try:
-                ending = engine_process.run(
-                    _CHILD, request, {**os.environ, **dict(options.env)}, on_message, write
-                )
+                ending = engine_process.run(_CHILD, request, env, on_message, write)
             except KeyboardInterrupt:  # stopped by the user: nothing to debug, the rerun starts afresh
                 shutil.rmtree(scratch, ignore_errors=True)
                 raise
@@ -182,9 +188,32 @@ class RattlerBuildEngine:
         skipped = tuple(str(s) for s in skipped) if isinstance(skipped, list) else ()
         if not built and not skipped:
             raise BuildFailed(f"rattler-build built nothing for {recipe_dir}", log_path=str(log_path))
+        if stage is not None:
+            built = pack_staged_payload(built, stage, options, log_path)
         packages = _collect(built, options.output_dir)
         shutil.rmtree(scratch, ignore_errors=True)  # kept only after a failure, for debugging
         return EngineResult(self.name, tuple(packages), log_path, time.monotonic() - started, skipped)
+
+
+def pack_staged_payload(built: list[Path], stage: Path, options: BuildOptions, log_path: Path) -> list[Path]:
+    """Complete the engine's info-only package with the staged payload (condapipe.package.stage_pack)."""
+    from condapipe.package.io import DEFAULT_ZSTD_LEVEL, PackOptions
+    from condapipe.package.stage_pack import pack_from_stage
+
+    if not (stage / "prefix").is_file():  # the recipe's script ran no staged fix: the engine packed it all
+        return built
+    if len(built) != 1 or not built[0].name.endswith(".conda"):
+        raise BuildFailed("pack_from_stage packs one .conda per build", log_path=str(log_path))
+    pack = PackOptions(zstd_level=options.compression_level or DEFAULT_ZSTD_LEVEL)
+    started = time.monotonic()
+    pack_from_stage(built[0], stage, pack)
+    with log_path.open("a", encoding="utf-8") as log:  # after the engine's own lines
+        log.write(
+            f"condapipe: packed the staged payload into {built[0].name} "
+            f"in {time.monotonic() - started:.1f} s "
+            f"(zstd {pack.zstd_level}, {pack.zstd_threads()} threads)\n"
+        )
+    return built
 
 
 def built_packages(reported: object, scratch: Path, log_path: Path) -> list[Path]:

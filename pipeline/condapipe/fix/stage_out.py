@@ -1,0 +1,101 @@
+"""Move the build's new files out of the staged prefix, for condapipe to pack them itself.
+
+Why (issue 35, opt-in `pack_from_stage`): rattler-build's packing copies every new file into a
+temp folder, hashes and scans it and tars it: ~45-50 s at 3.4 GB on 16 cores before any
+compression, which alone puts an engine-packed path over 1.15x one `tar | zstd -T0` pass. With the
+payload moved out (a rename on the same file system: no bytes copied) the engine finds no new files
+and packs only the metadata it owns (index.json, about.json, hash_input.json, run_exports.json,
+recipe/, test/); condapipe.package.stage_pack then writes the payload in one streaming pass (tar,
+hash, prefix scan and compression together) and paths.json by the engine's rules.
+
+The new files are rattler-build's: those no host package's conda-meta record lists
+(condapipe.fix.staged.host_files) and that were not already there when the build script started
+(the engine snapshots the prefix after installing the host packages: rattler's CACHEDIR.TAG, a
+post-link script's output). The staged fix cannot read that snapshot; a file's ctime (which no
+script can set back) no later than the build script the engine then wrote stands for it. Directories that hold
+no host file are removed once empty, so the engine sees the prefix as it was before the build.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from condapipe.errors import UsageError
+from condapipe.fix.staged import host_files
+
+# The engine adapter asks for the move by creating STAGE_DIR/REQUEST in its output folder, which
+# holds the engine's build folders (rattler-build: OUT/bld/rattler-build_NAME/host_env_...). Not a
+# variable: rattler-build passes the script only those the recipe declares, and a declared one
+# would be recorded in info/recipe/rendered_recipe.yaml, unlike the engine's own packing.
+STAGE_DIR = "condapipe-stage"
+REQUEST = "requested"
+_SEARCH_DEPTH = 4  # how far above the prefix the engine's output folder may be
+PAYLOAD = "payload"  # the moved files, at their paths relative to the prefix
+PREFIX_FILE = "prefix"  # the staged prefix's path: what the engine's prefix detection looks for
+
+
+def requested_stage(prefix: Path) -> Path | None:
+    """The stage folder the engine adapter asked for above `prefix`, or None (the engine packs)."""
+    for parent in list(prefix.resolve().parents)[:_SEARCH_DEPTH]:
+        if (parent / STAGE_DIR / REQUEST).is_file():
+            return parent / STAGE_DIR
+    return None
+
+
+_SCRIPT_FILES = ("build_env.sh", "conda_build.sh")  # rattler-build writes them after installing the host
+
+
+def script_written_at(src_dir: Path) -> float:
+    """The ctime of the build script the engine wrote into `src_dir` ($SRC_DIR) once the host
+    packages were installed: a file whose ctime is no later was there before the script ran."""
+    times = [p.stat().st_ctime for name in _SCRIPT_FILES if (p := src_dir / name).is_file()]
+    if not times:
+        raise UsageError(f"{src_dir}: no build script of the engine's ({', '.join(_SCRIPT_FILES)})")
+    return max(times)
+
+
+def move_payload_out(prefix: Path, stage: Path, script_start: float | None = None) -> int:
+    """Move every new file and symlink of `prefix` under `stage/payload`; how many were moved.
+    `script_start`: a file whose ctime (epoch seconds) is no later already existed (default:
+    script_written_at($SRC_DIR))."""
+    if not prefix.is_dir():
+        raise UsageError(f"{prefix}: not a directory")
+    payload = stage / PAYLOAD
+    if payload.exists():
+        raise UsageError(f"{payload}: already holds a payload")
+    installed = host_files(prefix)
+    if script_start is None:
+        src_dir = os.environ.get("SRC_DIR")
+        if not src_dir:
+            raise UsageError("--stage-out runs from the engine's build script ($SRC_DIR is not set)")
+        script_start = script_written_at(Path(src_dir))
+    kept_dirs = {str(Path(rel).parent) for rel in installed}
+    kept_dirs |= {str(p) for rel in list(kept_dirs) for p in Path(rel).parents}
+    moved = 0
+    for dirpath, dirnames, names in os.walk(prefix):
+        rel_dir = Path(dirpath).relative_to(prefix)
+        if rel_dir.parts[:1] == ("conda-meta",):
+            dirnames.clear()
+            continue
+        # a symlink to a directory is a member, not a folder to descend into
+        links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        dirnames[:] = [d for d in dirnames if d not in links]
+        for name in [*names, *links]:
+            rel = (rel_dir / name).as_posix()
+            if rel in installed or os.lstat(Path(dirpath) / name).st_ctime <= script_start:
+                continue
+            dest = payload / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.rename(Path(dirpath) / name, dest)
+            except OSError:  # another file system: a copy, then the original goes
+                shutil.move(Path(dirpath) / name, dest)
+            moved += 1
+    for dirpath, _dirs, _names in sorted(os.walk(prefix, topdown=False), key=lambda w: -len(w[0])):
+        rel = Path(dirpath).relative_to(prefix)
+        if str(rel) != "." and str(rel) not in kept_dirs and not os.listdir(dirpath):
+            os.rmdir(dirpath)
+    (stage / PREFIX_FILE).write_text(str(prefix), encoding="utf-8")
+    return moved

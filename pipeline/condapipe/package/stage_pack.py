@@ -1,0 +1,300 @@
+"""Write the `.conda` from the staged payload and the engine's info-only package (pack_from_stage).
+
+Why (issue 35): the payload is read once and compressed once, at the final level, on every core
+the memory bound allows: tar, sha256, prefix scan and zstd in one streaming pass, as the floor
+`tar | zstd -T0` does. The engine packed only its metadata (condapipe.fix.stage_out moved the
+payload out of its prefix); its info/ files are kept byte for byte, and paths.json gets one entry
+per payload file made by rattler-build 0.73's rules (packaging/metadata.rs `paths_json`,
+`create_prefix_placeholder`; file_finder.rs `content_type`): sha256 and size; a prefix placeholder
+where the staged prefix's path occurs (text mode for UTF-8 files, binary otherwise; none for .pyc
+and .pyo); symlinks made relative when they point into the prefix, hashed by their target's
+content when that is a file of the package. What condapipe does not reproduce (noarch python,
+.pyc compilation and entry points, build.files, prefix_detection, always_copy_files,
+post_process) is refused with one line: the recipe is then built with the engine packing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import stat
+import tarfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import zstandard
+
+from condapipe.errors import UsageError
+from condapipe.fix.stage_out import PAYLOAD, PREFIX_FILE
+from condapipe.package.io import PackOptions
+
+CHUNK = 1 << 20
+# rendered_recipe.yaml keys under `build:` whose effect on the payload condapipe does not reproduce
+_UNSUPPORTED_BUILD_KEYS = (
+    "files",
+    "always_include_files",
+    "always_copy_files",
+    "prefix_detection",
+    "post_process",
+)
+# content_inspector's byte-order marks (UTF-32 before UTF-16: FF FE 00 00 starts with FF FE)
+_BOMS = (
+    (b"\xef\xbb\xbf", "utf-8-bom"),
+    (b"\xff\xfe\x00\x00", "utf-32le"),
+    (b"\x00\x00\xfe\xff", "utf-32be"),
+    (b"\xff\xfe", "utf-16le"),
+    (b"\xfe\xff", "utf-16be"),
+)
+
+
+def content_kind(head: bytes) -> str:
+    """content_inspector::inspect on a file's first 1024 bytes: a BOM's encoding, else binary
+    when a NUL byte occurs, else utf-8."""
+    for bom, kind in _BOMS:
+        if head.startswith(bom):
+            return kind
+    return "binary" if b"\x00" in head else "utf-8"
+
+
+@dataclass
+class _Scan:
+    """What one payload file's streaming pass learned: its sha256, size and whether it holds the prefix."""
+
+    sha256: Any
+    size: int = 0
+    head: bytes = b""
+    found: bool = False
+    tail: bytes = b""
+
+
+class _ScanningReader(io.RawIOBase):
+    """A reader that hashes, measures and searches for the prefix what the tar reads through it."""
+
+    def __init__(self, raw: IO[bytes], prefix: bytes) -> None:
+        self.raw, self.prefix = raw, prefix
+        self.scan = _Scan(sha256=hashlib.sha256())
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.raw.read(len(buffer))
+        scan = self.scan
+        scan.sha256.update(data)
+        if len(scan.head) < 1024:
+            scan.head += data[: 1024 - len(scan.head)]
+        if not scan.found:
+            window = scan.tail + data
+            scan.found = self.prefix in window
+            scan.tail = window[-(len(self.prefix) - 1) :] if len(self.prefix) > 1 else b""
+        scan.size += len(data)
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _placeholder(rel: str, scan: _Scan, prefix: str) -> dict[str, str]:
+    if rel.endswith((".pyc", ".pyo")) or not scan.found:
+        return {}
+    mode = "text" if content_kind(scan.head) in ("utf-8", "utf-8-bom") else "binary"
+    return {"file_mode": mode, "prefix_placeholder": prefix}
+
+
+def _members(payload: Path) -> list[str]:
+    """Files and symlinks below `payload`, relative, sorted (the engine packs no directory)."""
+    out: list[str] = []
+    for dirpath, dirnames, names in os.walk(payload):
+        links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        dirnames[:] = [d for d in dirnames if d not in links]
+        rel_dir = Path(dirpath).relative_to(payload)
+        out.extend((rel_dir / n).as_posix() for n in [*names, *links])
+    return sorted(out)
+
+
+def _relative_link(path: Path, target: str, payload: Path, prefix: str) -> str:
+    """rattler-build's rule: an absolute link into the prefix becomes relative to its folder."""
+    if os.path.isabs(target) and (target == prefix or target.startswith(prefix.rstrip("/") + "/")):
+        rel_parent = path.parent.relative_to(payload)
+        return os.path.relpath(target, os.path.join(prefix, rel_parent))
+    return target
+
+
+def _link_digest(path: Path, payload: Path) -> str:
+    """sha256 of a symlink's target when it resolves to a file inside the package, else of nothing."""
+    try:
+        real = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return hashlib.sha256(b"").hexdigest()
+    if not real.is_file() or not real.is_relative_to(payload.resolve()):
+        return hashlib.sha256(b"").hexdigest()
+    digest = hashlib.sha256()
+    with real.open("rb") as fh:
+        while chunk := fh.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _write_payload(
+    payload: Path, prefix: str, members: list[str], out: IO[bytes], options: PackOptions, mtime: int
+) -> list[dict[str, Any]]:
+    """The pkg tar, streamed through zstd into `out`; the paths.json entries of its members."""
+    entries: list[dict[str, Any]] = []
+    compressor = zstandard.ZstdCompressor(compression_params=options.zstd_parameters())
+    needle = prefix.encode()
+    with (
+        compressor.stream_writer(out, closefd=False) as zst,
+        tarfile.open(fileobj=zst, mode="w|", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        tar.copybufsize = CHUNK
+        for rel in members:
+            path = payload / rel
+            st = path.lstat()
+            info = tarfile.TarInfo(rel)
+            info.mode, info.mtime, info.uid, info.gid, info.uname, info.gname = (
+                stat.S_IMODE(st.st_mode),
+                mtime,
+                0,
+                0,
+                "",
+                "",
+            )
+            if stat.S_ISLNK(st.st_mode):
+                target = _relative_link(path, os.readlink(path), payload, prefix)
+                if target != os.readlink(path):
+                    path.unlink()
+                    path.symlink_to(target)
+                info.type, info.linkname = tarfile.SYMTYPE, target
+                tar.addfile(info)
+                entries.append(
+                    {
+                        "_path": rel,
+                        "path_type": "softlink",
+                        "sha256": _link_digest(path, payload),
+                        "size_in_bytes": len(os.fsencode(target)),
+                    }
+                )
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                raise UsageError(f"{rel}: neither a file nor a symlink; pack_from_stage packs only those")
+            info.size = st.st_size
+            with path.open("rb") as raw:
+                reader = _ScanningReader(raw, needle)
+                tar.addfile(info, io.BufferedReader(reader, CHUNK))
+            scan = reader.scan
+            if scan.size != st.st_size:
+                raise UsageError(f"{rel}: changed while it was packed")
+            entries.append(
+                {
+                    "_path": rel,
+                    "path_type": "hardlink",
+                    **_placeholder(rel, scan, prefix),  # rattler's field order: before the digest
+                    "sha256": scan.sha256.hexdigest(),
+                    "size_in_bytes": scan.size,
+                }
+            )
+    return entries
+
+
+def _read_engine_package(
+    package: Path,
+) -> tuple[list[zipfile.ZipInfo], dict[str, bytes], list[tuple[tarfile.TarInfo, bytes]]]:
+    """The engine's zip entries, their small members' bytes, and its info tar's members."""
+    with zipfile.ZipFile(package) as z:
+        infos = z.infolist()
+        small = {
+            i.filename: z.read(i)
+            for i in infos
+            if i.filename.startswith("info-") or i.filename == "metadata.json"
+        }
+    info_name = next((n for n in small if n.startswith("info-")), None)
+    if info_name is None:
+        raise UsageError(f"{package}: no info-*.tar.zst")
+    members: list[tuple[tarfile.TarInfo, bytes]] = []
+    raw = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(small[info_name]))
+    with tarfile.open(fileobj=raw, mode="r|") as tar:
+        for m in tar:
+            f = tar.extractfile(m) if m.isfile() else None
+            members.append((m, f.read() if f else b""))
+    return infos, small, members
+
+
+def _refuse_unsupported(members: list[tuple[tarfile.TarInfo, bytes]], package: Path) -> dict[str, Any]:
+    """The engine's paths.json, after checking the package is one condapipe can complete."""
+    import yaml
+
+    files = {m.name: data for m, data in members}
+    index = json.loads(files["info/index.json"])
+    paths = json.loads(files["info/paths.json"])
+    if paths.get("paths"):
+        names = ", ".join(p["_path"] for p in paths["paths"][:3])
+        raise UsageError(
+            f"{package.name}: the engine packed payload files ({names}); pack_from_stage cannot merge them"
+        )
+    if index.get("noarch"):
+        raise UsageError(
+            f"{package.name}: noarch: packed by the engine (pack_from_stage does not map noarch paths)"
+        )
+    rendered = yaml.safe_load(files.get("info/recipe/rendered_recipe.yaml", b"{}")) or {}
+    build = ((rendered.get("recipe") or {}).get("build")) or {}
+    used = [k for k in _UNSUPPORTED_BUILD_KEYS if build.get(k)]
+    if used:
+        raise UsageError(f"{package.name}: build.{used[0]} is set; pack_from_stage does not reproduce it")
+    return paths
+
+
+def pack_from_stage(package: Path, stage: Path, options: PackOptions) -> Path:
+    """Replace the engine's info-only `package` with one holding `stage`'s payload (temp, rename)."""
+    payload = stage / PAYLOAD
+    prefix = (stage / PREFIX_FILE).read_text(encoding="utf-8")
+    infos, small, members = _read_engine_package(package)
+    paths = _refuse_unsupported(members, package)
+    index = json.loads(next(d for m, d in members if m.name == "info/index.json"))
+    mtime = int(index.get("timestamp") or 0) // 1000
+    names = _members(payload) if payload.is_dir() else []
+    if any(n.endswith(".pyc") for n in names):
+        raise UsageError(
+            f"{package.name}: .pyc files in the payload (pack_from_stage does not apply the .pyc filter)"
+        )
+    entries: list[dict[str, Any]] = []
+    tmp = package.with_name(f".{package.name}.stage-{os.getpid()}")
+    try:
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as z:
+            # the payload first: paths.json, in the info tar, is made while it streams
+            for entry in sorted(infos, key=lambda e: (not e.filename.startswith("pkg-"), e.filename)):
+                if entry.filename.startswith("pkg-"):
+                    with z.open(_copy_entry(entry), "w", force_zip64=True) as out:
+                        entries = _write_payload(payload, prefix, names, out, options, mtime)
+                elif entry.filename.startswith("info-"):
+                    # rattler orders paths.json as paths compare: by component ("a/b" before "a-b")
+                    paths["paths"] = sorted(entries, key=lambda e: Path(e["_path"]).parts)
+                    new_paths = json.dumps(paths, indent=2, ensure_ascii=False).encode()
+                    z.writestr(_copy_entry(entry), _info_tar(members, new_paths, options))
+                else:
+                    z.writestr(_copy_entry(entry), small[entry.filename])
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, package)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return package
+
+
+def _copy_entry(entry: zipfile.ZipInfo) -> zipfile.ZipInfo:
+    out = zipfile.ZipInfo(entry.filename, date_time=entry.date_time)
+    out.compress_type = zipfile.ZIP_STORED
+    out.external_attr = entry.external_attr
+    return out
+
+
+def _info_tar(members: list[tuple[tarfile.TarInfo, bytes]], paths_json: bytes, options: PackOptions) -> bytes:
+    """The engine's info tar with paths.json replaced, compressed at the final level (a few KiB)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for m, data in members:
+            if m.name == "info/paths.json":
+                data = paths_json
+                m.size = len(data)
+            tar.addfile(m, io.BytesIO(data) if m.isfile() else None)
+    return zstandard.ZstdCompressor(level=options.zstd_level).compress(buf.getvalue())
