@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -241,10 +242,23 @@ def write_recipe(recipe: Path, src: Path, marks: Path, binary_prefix_scan: bool 
     (recipe / "build.sh").write_text(BUILD_SH.format(src=src, marks=marks, staged_fix=staged))
 
 
-def condapipe_build(recipe: Path, work: Path, engine: str, level: int, marks: Path) -> dict[str, object]:
+# flow -> (engine, extra `condapipe build` flags). rattler-build-stage: issue 35's prototype, the
+# engine packs its metadata only and condapipe the payload in one streaming pass (--pack-from-stage).
+FLOWS = {
+    "rattler-build": ("rattler-build", ()),
+    "rattler-build-stage": ("rattler-build", ("--pack-from-stage",)),
+    "conda-build": ("conda-build", ()),
+}
+_STAGE_PACK_LINE = re.compile(
+    r"condapipe: packed the staged payload into \S+ in ([0-9.]+) s \(zstd \d+, (\d+) threads\)"
+)
+
+
+def condapipe_build(recipe: Path, work: Path, flow: str, level: int, marks: Path) -> dict[str, object]:
     """`condapipe build RECIPE --engine ENGINE --compression-level LEVEL --json`, step by step."""
+    engine, extra = FLOWS[flow]
     argv = [sys.executable, "-c", "from condapipe.cli.main import main; main()", "build", str(recipe)]
-    argv += ["--engine", engine]
+    argv += ["--engine", engine, *extra]
     argv += ["--output-dir", str(work / "channel"), "--work-dir", str(work / "state"), "--no-test"]
     argv += ["--compression-level", str(level), "--json"]
     wall, rss, samples, out = run_sampled(argv, env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -268,6 +282,10 @@ def condapipe_build(recipe: Path, work: Path, engine: str, level: int, marks: Pa
             row["script_s"] = round(script_end - script_start, 1)
             row["packaging_s"] = round(end - script_end, 1)
             row["packaging_peak_rss_mib"] = _peak_mib(samples, script_end, end)
+            log = Path(str(rec["data"].get("engine_log", "")))
+            found = _STAGE_PACK_LINE.search(log.read_text(errors="replace")) if log.is_file() else None
+            if found:  # --pack-from-stage: condapipe's own pass, inside "packaging"
+                row["stage_pack_s"], row["stage_pack_threads"] = float(found[1]), int(found[2])
         if step["kind"] == "fix":
             fix = next(iter(rec["data"]["fix"].values()))
             row.update(written=fix["written"], phases=fix["timings"])
@@ -334,17 +352,22 @@ def _print_summary(size_mb: int, res: dict[str, object]) -> None:
         f"| floor: `tar \\| zstd -T0 -{res['level']}` | {floor_s} | {fl['peak_rss_mib']} MiB "
         f"| {floor_bytes:,} | {fl['tool']} |"
     )
-    for engine in ("rattler-build", "conda-build"):
+    for engine in FLOWS:
         run = res.get(engine)
         if not isinstance(run, dict):
             continue
         steps = run["steps"]
         build, fix = steps["build"], steps["fix"]
         threads = res.get("engine_threads") or "the engine's default"
+        what = f"engine's own relink/prefix scan/pack ({threads} threads wanted)"
+        if "stage_pack_s" in build:
+            what = (
+                f"engine packs info only; condapipe's streaming pass {build['stage_pack_s']} s "
+                f"({build['stage_pack_threads']} threads)"
+            )
         print(
             f"| {engine}: engine packaging | {build['packaging_s']} | "
-            f"{build['packaging_peak_rss_mib']} MiB | {build['output_bytes']:,} | "
-            f"engine's own relink/prefix scan/pack ({threads} threads wanted) |"
+            f"{build['packaging_peak_rss_mib']} MiB | {build['output_bytes']:,} | {what} |"
         )
         phases = ", ".join(f"{k} {v:.1f}" for k, v in fix["phases"].items())
         print(
@@ -391,7 +414,7 @@ def _print_table(size_mb: int, res: dict[str, object]) -> None:
             f"| floor: tar \\| zstd -T0 -{res['level']} | {fl['wall_s']} s | {fl['peak_rss_mib']} MiB "
             f"| | | {fl['output_bytes']:,} | {fl['tool']} |"
         )
-    for engine in ("rattler-build", "conda-build"):
+    for engine in FLOWS:
         run = res.get(engine)
         if not isinstance(run, dict):
             continue
@@ -400,6 +423,8 @@ def _print_table(size_mb: int, res: dict[str, object]) -> None:
             note = ""
             if kind == "build":
                 note = f"script (copy) {row['script_s']} s; engine packaging {row['packaging_s']} s"
+                if "stage_pack_s" in row:
+                    note += f" (of which condapipe's streaming pass {row['stage_pack_s']} s)"
             if kind == "fix":
                 note = f"{row['written']}; " + ", ".join(f"{k} {v:.1f} s" for k, v in row["phases"].items())
             print(
@@ -486,7 +511,7 @@ def main() -> None:
                 if (before["input_bytes"], before["level"]) != (res["input_bytes"], ns.level):
                     raise SystemExit(f"--floor-from {ns.floor_from}: not the same bytes and level")
                 res["floor"] = {**before["floor"], "tool": f"{before['floor']['tool']} (earlier run)"}
-            for engine in ("rattler-build", "conda-build"):
+            for engine in FLOWS:
                 if engine not in flows or (engine == "conda-build" and not _has_conda_build()):
                     continue
                 res[engine] = condapipe_build(recipe, work / engine, engine, ns.level, marks)

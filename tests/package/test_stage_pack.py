@@ -57,11 +57,15 @@ build:
 """
 
 
-def build(tmp_path: Path, name: str, *, pack_from_stage: bool) -> Path:
+# condapipe's own recipes leave binary files out of the prefix scan (condapipe.render.v1)
+NO_BINARY_SCAN = "  prefix_detection:\n    ignore_binary_files: true\n"
+
+
+def build(tmp_path: Path, name: str, *, pack_from_stage: bool, text: str = RECIPE) -> Path:
     recipe = tmp_path / "recipe" / "stagepack"
     if not recipe.is_dir():
         recipe.mkdir(parents=True)
-        (recipe / "recipe.yaml").write_text(RECIPE)
+        (recipe / "recipe.yaml").write_text(text)
     launcher = write_launcher(tmp_path / "bin")
     assert launcher is not None
     options = BuildOptions(
@@ -101,10 +105,12 @@ def without_timestamp(data: bytes) -> bytes:
     return re.sub(rb"timestamp.*", b"timestamp", data)
 
 
-@pytest.fixture(scope="module")
-def both(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+@pytest.fixture(scope="module", params=["scan binaries", "no binary scan"])
+def both(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     tmp = tmp_path_factory.mktemp("stagepack")
-    return build(tmp, "engine", pack_from_stage=False), build(tmp, "staged", pack_from_stage=True), tmp
+    text = RECIPE if request.param == "scan binaries" else RECIPE + NO_BINARY_SCAN
+    engine = build(tmp, "engine", pack_from_stage=False, text=text)
+    return engine, build(tmp, "staged", pack_from_stage=True, text=text), tmp
 
 
 def test_the_package_is_the_engines_own_apart_from_compression(both: tuple[Path, Path, Path]) -> None:
@@ -122,7 +128,8 @@ def test_the_package_is_the_engines_own_apart_from_compression(both: tuple[Path,
             continue
         assert staged[rel] == (kind, data, mode), rel
     assert b'"file_mode": "text"' in engine["info/paths.json"][1]  # the cases really occur
-    assert b'"file_mode": "binary"' in engine["info/paths.json"][1]
+    scanned = b"ignore_binary_files: true" not in engine["info/recipe/recipe.yaml"][1]
+    assert (b'"file_mode": "binary"' in engine["info/paths.json"][1]) == scanned
 
 
 def test_the_payload_is_compressed_once_at_the_final_level(both: tuple[Path, Path, Path]) -> None:

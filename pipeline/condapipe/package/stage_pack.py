@@ -34,13 +34,9 @@ from condapipe.package.io import PackOptions
 
 CHUNK = 1 << 20
 # rendered_recipe.yaml keys under `build:` whose effect on the payload condapipe does not reproduce
-_UNSUPPORTED_BUILD_KEYS = (
-    "files",
-    "always_include_files",
-    "always_copy_files",
-    "prefix_detection",
-    "post_process",
-)
+_UNSUPPORTED_BUILD_KEYS = ("files", "always_include_files", "always_copy_files", "post_process")
+# of build.prefix_detection, only ignore_binary_files (condapipe's own recipes set it) is reproduced
+_SUPPORTED_PREFIX_DETECTION = ("ignore_binary_files",)
 # content_inspector's byte-order marks (UTF-32 before UTF-16: FF FE 00 00 starts with FF FE)
 _BOMS = (
     (b"\xef\xbb\xbf", "utf-8-bom"),
@@ -96,10 +92,12 @@ class _ScanningReader(io.RawIOBase):
         return len(data)
 
 
-def _placeholder(rel: str, scan: _Scan, prefix: str) -> dict[str, str]:
+def _placeholder(rel: str, scan: _Scan, prefix: str, ignore_binary: bool) -> dict[str, str]:
     if rel.endswith((".pyc", ".pyo")) or not scan.found:
         return {}
     mode = "text" if content_kind(scan.head) in ("utf-8", "utf-8-bom") else "binary"
+    if mode == "binary" and ignore_binary:
+        return {}
     return {"file_mode": mode, "prefix_placeholder": prefix}
 
 
@@ -138,7 +136,13 @@ def _link_digest(path: Path, payload: Path) -> str:
 
 
 def _write_payload(
-    payload: Path, prefix: str, members: list[str], out: IO[bytes], options: PackOptions, mtime: int
+    payload: Path,
+    prefix: str,
+    members: list[str],
+    out: IO[bytes],
+    options: PackOptions,
+    mtime: int,
+    ignore_binary: bool,
 ) -> list[dict[str, Any]]:
     """The pkg tar, streamed through zstd into `out`; the paths.json entries of its members."""
     entries: list[dict[str, Any]] = []
@@ -190,7 +194,9 @@ def _write_payload(
                 {
                     "_path": rel,
                     "path_type": "hardlink",
-                    **_placeholder(rel, scan, prefix),  # rattler's field order: before the digest
+                    **_placeholder(
+                        rel, scan, prefix, ignore_binary
+                    ),  # rattler's field order: before the digest
                     "sha256": scan.sha256.hexdigest(),
                     "size_in_bytes": scan.size,
                 }
@@ -221,8 +227,11 @@ def _read_engine_package(
     return infos, small, members
 
 
-def _refuse_unsupported(members: list[tuple[tarfile.TarInfo, bytes]], package: Path) -> dict[str, Any]:
-    """The engine's paths.json, after checking the package is one condapipe can complete."""
+def _refuse_unsupported(
+    members: list[tuple[tarfile.TarInfo, bytes]], package: Path
+) -> tuple[dict[str, Any], bool]:
+    """The engine's paths.json and whether binary files are left out of the prefix scan, after
+    checking the package is one condapipe can complete."""
     import yaml
 
     files = {m.name: data for m, data in members}
@@ -242,7 +251,13 @@ def _refuse_unsupported(members: list[tuple[tarfile.TarInfo, bytes]], package: P
     used = [k for k in _UNSUPPORTED_BUILD_KEYS if build.get(k)]
     if used:
         raise UsageError(f"{package.name}: build.{used[0]} is set; pack_from_stage does not reproduce it")
-    return paths
+    detection = build.get("prefix_detection") or {}
+    other = [k for k, v in detection.items() if v and k not in _SUPPORTED_PREFIX_DETECTION]
+    if other:
+        raise UsageError(
+            f"{package.name}: build.prefix_detection.{other[0]} is set; pack_from_stage does not reproduce it"
+        )
+    return paths, bool(detection.get("ignore_binary_files"))
 
 
 def pack_from_stage(package: Path, stage: Path, options: PackOptions) -> Path:
@@ -250,7 +265,7 @@ def pack_from_stage(package: Path, stage: Path, options: PackOptions) -> Path:
     payload = stage / PAYLOAD
     prefix = (stage / PREFIX_FILE).read_text(encoding="utf-8")
     infos, small, members = _read_engine_package(package)
-    paths = _refuse_unsupported(members, package)
+    paths, ignore_binary = _refuse_unsupported(members, package)
     index = json.loads(next(d for m, d in members if m.name == "info/index.json"))
     mtime = int(index.get("timestamp") or 0) // 1000
     names = _members(payload) if payload.is_dir() else []
@@ -266,7 +281,7 @@ def pack_from_stage(package: Path, stage: Path, options: PackOptions) -> Path:
             for entry in sorted(infos, key=lambda e: (not e.filename.startswith("pkg-"), e.filename)):
                 if entry.filename.startswith("pkg-"):
                     with z.open(_copy_entry(entry), "w", force_zip64=True) as out:
-                        entries = _write_payload(payload, prefix, names, out, options, mtime)
+                        entries = _write_payload(payload, prefix, names, out, options, mtime, ignore_binary)
                 elif entry.filename.startswith("info-"):
                     # rattler orders paths.json as paths compare: by component ("a/b" before "a-b")
                     paths["paths"] = sorted(entries, key=lambda e: Path(e["_path"]).parts)

@@ -24,6 +24,7 @@ class PlanOptions:
     package_format: str = "conda"
     compression_level: int | None = None
     run_tests: bool = True
+    pack_from_stage: bool = False  # condapipe.engines.base.BuildOptions.pack_from_stage
     override_channels: bool = False
     # Environment for the build tools (MAX_JOBS from doctor, ...). Not hashed: a machine with
     # more RAM must not rebuild what it already built.

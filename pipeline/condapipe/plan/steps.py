@@ -85,6 +85,7 @@ def build_action(job: Job, options: PlanOptions) -> Action:
             # The engine tests the package as built; the test step tests it again after fix (what
             # gets published), so a failure only after fix points at the fixer.
             run_tests=options.run_tests,
+            pack_from_stage=options.pack_from_stage,
             target_platform=job.platform,
             variant_files=job.variant_files,
             override_channels=options.override_channels,

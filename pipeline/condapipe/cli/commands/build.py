@@ -178,6 +178,12 @@ def _say_kept_cache(env: dict[str, str]) -> None:
 @click.option("--package-format", type=click.Choice(PACKAGE_FORMATS), default="conda", show_default=True)
 @click.option("--compression-level", type=int, help="zstd level 1-22 for .conda, bzip2 1-9 for .tar.bz2.")
 @click.option("--no-test", is_flag=True, help="Skip the recipe's tests.")
+@click.option(
+    "--pack-from-stage",
+    is_flag=True,
+    help="Experimental (issue 35; rattler-build, recipes whose script ends with the staged fix): the "
+    "engine packs only its metadata and condapipe writes the payload in one streaming pass.",
+)
 @click.option("--force", is_flag=True, help="Build even when `condapipe doctor` finds a blocking problem.")
 @click.option(
     "--compile-cache",
@@ -206,6 +212,7 @@ def command(
     package_format: str,
     compression_level: int | None,
     no_test: bool,
+    pack_from_stage: bool,
     force: bool,
     compile_cache: str | None,
     variant: str | None,
@@ -254,6 +261,7 @@ def command(
             package_format=package_format,
             compression_level=compression_level,
             run_tests=not no_test,
+            pack_from_stage=pack_from_stage,
             env=tuple(sorted(env.items())),
             echo=echo_lines(),
         )
