@@ -232,7 +232,7 @@ def _refuse_unsupported(
 ) -> tuple[dict[str, Any], bool]:
     """The engine's paths.json and whether binary files are left out of the prefix scan, after
     checking the package is one condapipe can complete."""
-    import yaml
+    from ruamel.yaml import YAML
 
     files = {m.name: data for m, data in members}
     index = json.loads(files["info/index.json"])
@@ -246,7 +246,7 @@ def _refuse_unsupported(
         raise UsageError(
             f"{package.name}: noarch: packed by the engine (pack_from_stage does not map noarch paths)"
         )
-    rendered = yaml.safe_load(files.get("info/recipe/rendered_recipe.yaml", b"{}")) or {}
+    rendered = YAML(typ="safe").load(files.get("info/recipe/rendered_recipe.yaml", b"{}")) or {}
     build = ((rendered.get("recipe") or {}).get("build")) or {}
     used = [k for k in _UNSUPPORTED_BUILD_KEYS if build.get(k)]
     if used:
