@@ -162,3 +162,12 @@ def test_a_noarch_package_is_refused_with_one_line(tmp_path: Path) -> None:
     (tmp_path / "recipe" / "stagepack" / "recipe.yaml").write_text(recipe)
     with pytest.raises(UsageError, match="noarch: packed by the engine"):
         build(tmp_path, "noarch", pack_from_stage=True)
+
+
+def test_conda_build_refuses_the_flag_with_one_line(tmp_path: Path) -> None:
+    from condapipe.engines import get_engine
+
+    (tmp_path / "meta.yaml").write_text("package: {name: x, version: 1}\n")
+    options = BuildOptions(output_dir=tmp_path / "out", work_dir=tmp_path / "work", pack_from_stage=True)
+    with pytest.raises(UsageError, match="--pack-from-stage: rattler-build only"):
+        get_engine("conda-build").build(tmp_path, options)

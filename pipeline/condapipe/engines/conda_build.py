@@ -235,6 +235,8 @@ class CondaBuildEngine:
         checked, and a command that cannot run conda-build at all gives way to the next that can."""
         if not (recipe_dir / V0_RECIPE).is_file():
             raise UsageError(f"{recipe_dir} has no {V0_RECIPE}; conda-build builds v0 recipes")
+        if options.pack_from_stage:  # issue 35's prototype covers rattler-build's packaging rules only
+            raise UsageError("--pack-from-stage: rattler-build only for now (use --engine rattler-build)")
         commands = _conda_build_commands()
         if not commands:
             raise EnvironmentProblem(

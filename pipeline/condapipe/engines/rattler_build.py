@@ -95,7 +95,12 @@ class RattlerBuildEngine:
             f"channels: {', '.join(self.channels(options))}",
             f"package format: {package_format_arg(options)}"
             + (f", {options.compression_threads} compression threads" if options.compression_threads else ""),
-            f"tests: {'run in a fresh environment' if options.run_tests else 'skipped'}",
+            f"tests: {'run in a fresh environment' if engine_tests(options) else 'skipped'}",
+            *(
+                ["packing: the engine its metadata, condapipe the staged payload (--pack-from-stage)"]
+                if options.pack_from_stage
+                else []
+            ),
             f"packages into: {options.output_dir}",
         ]
 
@@ -120,7 +125,7 @@ class RattlerBuildEngine:
             "variant_files": [str(f) for f in options.variant_files],
             "pythons": list(options.pythons),
             "target_platform": options.target_platform,
-            "run_tests": options.run_tests and stage is None,  # the payload is not in the engine's package
+            "run_tests": engine_tests(options),
             "output_dir": str(scratch),
             "channels": self.channels(options),
             "package_format": package_format_arg(options),
@@ -193,6 +198,12 @@ class RattlerBuildEngine:
         packages = _collect(built, options.output_dir)
         shutil.rmtree(scratch, ignore_errors=True)  # kept only after a failure, for debugging
         return EngineResult(self.name, tuple(packages), log_path, time.monotonic() - started, skipped)
+
+
+def engine_tests(options: BuildOptions) -> bool:
+    """Whether the engine runs the recipe's tests: not with --pack-from-stage, whose engine package
+    holds no payload (the plan's test step tests the package condapipe completed)."""
+    return options.run_tests and not options.pack_from_stage
 
 
 def pack_staged_payload(built: list[Path], stage: Path, options: BuildOptions, log_path: Path) -> list[Path]:
