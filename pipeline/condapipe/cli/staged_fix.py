@@ -43,11 +43,14 @@ def main(argv: list[str] | None = None) -> int:
         from condapipe.fix.stage_out import move_payload_out
 
         try:
-            moved = move_payload_out(args.prefix, args.stage_out)
+            moved, kept = move_payload_out(args.prefix, args.stage_out)
         except (UsageError, OSError) as exc:
             print(f"condapipe: staged fix: error: moving the payload out: {exc}", file=sys.stderr)
             return 2
         print(f"condapipe: staged fix: {moved} new files moved to {args.stage_out} for condapipe to pack")
+        if kept:  # what the engine's snapshot would also leave out (rattler's CACHEDIR.TAG, post-link output)
+            shown = ", ".join(kept[:5]) + (f" and {len(kept) - 5} more" if len(kept) > 5 else "")
+            print(f"condapipe: staged fix: left as there before the build script: {shown}")
     print(
         f"condapipe: staged fix ({args.family}): {len(report.changed)} of {len(report.files)} new ELF "
         f"files rewritten before packing in {report.elapsed_s:.1f} s"

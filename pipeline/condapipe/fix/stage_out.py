@@ -11,9 +11,12 @@ hash, prefix scan and compression together) and paths.json by the engine's rules
 The new files are rattler-build's: those no host package's conda-meta record lists
 (condapipe.fix.staged.host_files) and that were not already there when the build script started
 (the engine snapshots the prefix after installing the host packages: rattler's CACHEDIR.TAG, a
-post-link script's output). The staged fix cannot read that snapshot; a file's ctime (which no
-script can set back) no later than the build script the engine then wrote stands for it. Directories that hold
-no host file are removed once empty, so the engine sees the prefix as it was before the build.
+post-link script's output). The staged fix cannot read that snapshot; it compares each file's
+ctime (which no script can set back) with that of the build script the engine wrote just before
+running it. The file system's clock is coarse (a few ms), so a file in the same tick is
+ambiguous: the installer's cache-directory tag is recognised by its standard signature, anything
+else is refused with one line (build without --pack-from-stage) rather than guessed. Directories
+that hold no host file are removed once empty, so the engine sees the prefix as it was.
 """
 
 from __future__ import annotations
@@ -47,18 +50,30 @@ def requested_stage(prefix: Path) -> Path | None:
 _SCRIPT_FILES = ("build_env.sh", "conda_build.sh")  # rattler-build writes them after installing the host
 
 
-def script_written_at(src_dir: Path) -> float:
-    """The ctime of the build script the engine wrote into `src_dir` ($SRC_DIR) once the host
-    packages were installed: a file whose ctime is no later was there before the script ran."""
-    times = [p.stat().st_ctime for name in _SCRIPT_FILES if (p := src_dir / name).is_file()]
+# The Cache Directory Tagging spec's first line: rattler's installer writes such a tag into a prefix.
+_CACHEDIR_TAG = ("CACHEDIR.TAG", b"Signature: 8a477f597d28d172789f06886806bc55")
+
+
+def _installers_tag(rel: str, path: Path) -> bool:
+    if rel != _CACHEDIR_TAG[0] or not path.is_file() or path.is_symlink():
+        return False
+    with path.open("rb") as fh:
+        return fh.read(len(_CACHEDIR_TAG[1])) == _CACHEDIR_TAG[1]
+
+
+def script_written_at(src_dir: Path) -> int:
+    """The ctime (ns) of the build script the engine wrote into `src_dir` ($SRC_DIR) once the host
+    packages were installed: a file whose ctime is earlier was there before the script ran."""
+    times = [p.stat().st_ctime_ns for name in _SCRIPT_FILES if (p := src_dir / name).is_file()]
     if not times:
         raise UsageError(f"{src_dir}: no build script of the engine's ({', '.join(_SCRIPT_FILES)})")
     return max(times)
 
 
-def move_payload_out(prefix: Path, stage: Path, script_start: float | None = None) -> int:
-    """Move every new file and symlink of `prefix` under `stage/payload`; how many were moved.
-    `script_start`: a file whose ctime (epoch seconds) is no later already existed (default:
+def move_payload_out(prefix: Path, stage: Path, script_start: int | None = None) -> tuple[int, list[str]]:
+    """Move every new file and symlink of `prefix` under `stage/payload`: how many were moved, and
+    the files no host record lists that were left as already there before the script.
+    `script_start`: a file whose ctime (epoch ns) is earlier already existed (default:
     script_written_at($SRC_DIR))."""
     if not prefix.is_dir():
         raise UsageError(f"{prefix}: not a directory")
@@ -71,9 +86,9 @@ def move_payload_out(prefix: Path, stage: Path, script_start: float | None = Non
         if not src_dir:
             raise UsageError("--stage-out runs from the engine's build script ($SRC_DIR is not set)")
         script_start = script_written_at(Path(src_dir))
-    kept_dirs = {str(Path(rel).parent) for rel in installed}
+    kept_dirs = {str(Path(rel).parent) for rel in installed} | {"conda-meta"}
     kept_dirs |= {str(p) for rel in list(kept_dirs) for p in Path(rel).parents}
-    moved = 0
+    moved, kept = 0, []
     for dirpath, dirnames, names in os.walk(prefix):
         rel_dir = Path(dirpath).relative_to(prefix)
         if rel_dir.parts[:1] == ("conda-meta",):
@@ -84,8 +99,17 @@ def move_payload_out(prefix: Path, stage: Path, script_start: float | None = Non
         dirnames[:] = [d for d in dirnames if d not in links]
         for name in [*names, *links]:
             rel = (rel_dir / name).as_posix()
-            if rel in installed or os.lstat(Path(dirpath) / name).st_ctime <= script_start:
+            if rel in installed:
                 continue
+            ctime = os.lstat(Path(dirpath) / name).st_ctime_ns
+            if ctime < script_start or _installers_tag(rel, Path(dirpath) / name):
+                kept.append(rel)
+                continue
+            if ctime == script_start:  # never guessed: a wrong guess changes the package silently
+                raise UsageError(
+                    f"{rel}: made in the clock tick the engine wrote its build script; cannot tell "
+                    "whether it was there before the script (build without --pack-from-stage)"
+                )
             dest = payload / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             try:
@@ -97,5 +121,6 @@ def move_payload_out(prefix: Path, stage: Path, script_start: float | None = Non
         rel = Path(dirpath).relative_to(prefix)
         if str(rel) != "." and str(rel) not in kept_dirs and not os.listdir(dirpath):
             os.rmdir(dirpath)
+    stage.mkdir(parents=True, exist_ok=True)  # a build that added nothing still leaves a stage
     (stage / PREFIX_FILE).write_text(str(prefix), encoding="utf-8")
-    return moved
+    return moved, sorted(kept)
