@@ -113,7 +113,7 @@ class RattlerBuildEngine:
         env = {**os.environ, **dict(options.env)}
         stage = None
         if options.pack_from_stage:  # the staged fix moves the payload there (condapipe.fix.stage_out)
-            from condapipe.fix.stage_out import REQUEST, STAGE_DIR
+            from condapipe.package.stage_layout import REQUEST, STAGE_DIR
 
             stage = scratch / STAGE_DIR
             stage.mkdir()
@@ -209,9 +209,10 @@ def engine_tests(options: BuildOptions) -> bool:
 def pack_staged_payload(built: list[Path], stage: Path, options: BuildOptions, log_path: Path) -> list[Path]:
     """Complete the engine's info-only package with the staged payload (condapipe.package.stage_pack)."""
     from condapipe.package.io import DEFAULT_ZSTD_LEVEL, PackOptions
+    from condapipe.package.stage_layout import PREFIX_FILE
     from condapipe.package.stage_pack import pack_from_stage
 
-    if not (stage / "prefix").is_file():  # the recipe's script ran no staged fix: the engine packed it all
+    if not (stage / PREFIX_FILE).is_file():  # the recipe's script ran no staged fix: the engine packed it all
         return built
     if len(built) != 1 or not built[0].name.endswith(".conda"):
         raise BuildFailed("pack_from_stage packs one .conda per build", log_path=str(log_path))

@@ -27,16 +27,9 @@ from pathlib import Path
 
 from condapipe.errors import UsageError
 from condapipe.fix.staged import host_files
+from condapipe.package.stage_layout import PAYLOAD, PREFIX_FILE, REQUEST, STAGE_DIR
 
-# The engine adapter asks for the move by creating STAGE_DIR/REQUEST in its output folder, which
-# holds the engine's build folders (rattler-build: OUT/bld/rattler-build_NAME/host_env_...). Not a
-# variable: rattler-build passes the script only those the recipe declares, and a declared one
-# would be recorded in info/recipe/rendered_recipe.yaml, unlike the engine's own packing.
-STAGE_DIR = "condapipe-stage"
-REQUEST = "requested"
 _SEARCH_DEPTH = 4  # how far above the prefix the engine's output folder may be
-PAYLOAD = "payload"  # the moved files, at their paths relative to the prefix
-PREFIX_FILE = "prefix"  # the staged prefix's path: what the engine's prefix detection looks for
 
 
 def requested_stage(prefix: Path) -> Path | None:

@@ -29,8 +29,8 @@ from typing import IO, Any
 import zstandard
 
 from condapipe.errors import UsageError
-from condapipe.fix.stage_out import PAYLOAD, PREFIX_FILE
 from condapipe.package.io import PackOptions
+from condapipe.package.stage_layout import PAYLOAD, PREFIX_FILE
 
 CHUNK = 1 << 20
 # rendered_recipe.yaml keys under `build:` whose effect on the payload condapipe does not reproduce
