@@ -14,6 +14,8 @@ allows, the package's one compression).
 
 Next to it, in the same run and over the same bytes: the floor, one `tar | zstd -T0 -LEVEL`
 pass; optionally (flow `engine-final`) rattler-build alone through condapipe's engine adapter.
+Flow `rattler-build-stage`: the same build with `--pack-from-stage` (issue 35's prototype: the engine
+packs its metadata only, condapipe the payload in one streaming pass, timed from the build log).
 Targets (issue 35): engine packaging + fix + verify + publish <= 1.15x the floor, the published
 package within +1 % of the floor's bytes, each step's peak memory printed.
 
