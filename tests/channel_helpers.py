@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from condapipe.package.io import pack
-from condapipe.publish.channel import index_channel
+from condapipe.publish.local_channel import index_channel
 
 
 @dataclass(frozen=True)

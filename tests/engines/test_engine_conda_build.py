@@ -22,7 +22,7 @@ from e2e_helpers import conda_install
 from condapipe.engines import BuildOptions, CondaBuildEngine, engine_for_recipe, get_engine
 from condapipe.engines.conda_build import _works
 from condapipe.errors import BuildFailed, UsageError
-from condapipe.publish.channel import publish_packages
+from condapipe.publish.local_channel import publish_packages
 
 HERE = Path(__file__).parent.parent
 STANDINS = HERE / "standins"

@@ -23,7 +23,7 @@ from e2e_helpers import condapipe, install
 
 from condapipe.cli.main import main
 from condapipe.errors import EnvironmentProblem, UsageError
-from condapipe.publish.tool_channel import from_installed, from_wheel, make_tool_channel
+from condapipe.inputchannels.tool_channel import from_installed, from_wheel, make_tool_channel
 
 NINJA = shutil.which("ninja")
 
@@ -212,7 +212,7 @@ def test_ninja_installed_with_pip_target_is_found_where_its_record_points_outsid
     )  # fmt: skip
     assert (site / "bin" / "ninja").is_file() and not (site / ".." / ".." / "bin" / "ninja").exists()
     probe = (
-        "import sys; from condapipe.publish.tool_channel import from_installed; "
+        "import sys; from condapipe.inputchannels.tool_channel import from_installed; "
         "t = from_installed('ninja'); print(t.version, [f.path for f in t.files])"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *sys.path[1:]])}

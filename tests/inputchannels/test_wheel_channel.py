@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from e2e_helpers import condapipe, install
 
+from condapipe.inputchannels.wheel_channel import conda_dependency, running_python
 from condapipe.package.io import read_index
-from condapipe.publish.wheel_channel import conda_dependency, running_python
 
 
 def _wheel(out: Path, name: str, version: str, files: dict[str, str], meta: str = "") -> Path:

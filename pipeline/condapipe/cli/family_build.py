@@ -35,7 +35,7 @@ from condapipe.plan import (
     print_summary,
     write_report,
 )
-from condapipe.plan.channels import ChannelSetup
+from condapipe.plan.build_channels import ChannelSetup
 from condapipe.plan.source_probe import raise_source_problems, source_problems
 from condapipe.render.families._common import family_data
 

@@ -26,7 +26,7 @@ from condapipe.plan import (
     print_summary,
     write_report,
 )
-from condapipe.plan.channels import ChannelSetup
+from condapipe.plan.build_channels import ChannelSetup
 from condapipe.plan.runner import step_dir_for
 from condapipe.plan.steps import engine_compression_level, engine_compression_threads
 

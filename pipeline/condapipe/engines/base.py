@@ -29,7 +29,7 @@ class BuildOptions:
 
     Engines only build: they leave the packages in `output_dir/<subdir>/` and never index or
     publish. Every local channel they search (`all_channels()`) must already be indexed; callers
-    prepare them and publish the result with condapipe.publish.channel.
+    prepare them and publish the result with condapipe.publish.local_channel.
     """
 
     output_dir: Path  # the engine's output folder (a staging folder, not the published channel)

@@ -81,7 +81,7 @@ class RattlerBuildEngine:
         """The output folder first, then the caller's; nothing implicit (conda-forge) is added.
 
         rattler-build also searches its own scratch output folder on its own. Every local channel
-        must already be indexed (condapipe.publish.channel.ensure_channel): rattler-build skips an
+        must already be indexed (condapipe.publish.local_channel.ensure_channel): rattler-build skips an
         unindexed one while solving, and its test step then fails with a bare "Test failed".
         """
         return list(options.all_channels())

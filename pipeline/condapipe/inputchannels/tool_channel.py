@@ -33,7 +33,7 @@ from pathlib import Path, PurePosixPath
 from condapipe.errors import EnvironmentProblem, UsageError
 from condapipe.package.conda_writer import PackageFile, index_json, write_conda
 from condapipe.package.safe_extract import STREAM_ERRORS, Budget, Limits
-from condapipe.publish.channel import index_channel
+from condapipe.publish.local_channel import index_channel
 from condapipe.safe_paths import open_regular
 from condapipe.scratch import scratch_dir
 

@@ -27,7 +27,7 @@ from condapipe.buildspec.families import cuda_table_package, family_facts, famil
 from condapipe.errors import UsageError
 from condapipe.hashing import hash_file
 from condapipe.plan import steps as act
-from condapipe.plan.channels import ChannelTimeout, gateway, within_deadline
+from condapipe.plan.build_channels import ChannelTimeout, gateway, within_deadline
 from condapipe.plan.code_inputs import code_digest, tree_digest
 from condapipe.plan.jobs import Job, PlanOptions
 from condapipe.plan.runner import Plan, Step

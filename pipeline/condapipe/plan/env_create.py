@@ -44,7 +44,7 @@ def solve_env(request: EnvRequest) -> list[Any]:
     import rattler
     from rattler.exceptions import GatewayError, SolverError
 
-    from condapipe.plan.channels import gateway
+    from condapipe.plan.build_channels import gateway
 
     platform = str(rattler.Subdir.current())
 

@@ -30,7 +30,7 @@ class PlanOptions:
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     # Where the engines' build output goes as it happens (the CLI's console); None: log files only.
     echo: LineSink | None = field(default=None, compare=False, repr=False)
-    # Channels of `channels` that did not answer when probed (condapipe.plan.channels): the engines
+    # Channels of `channels` that did not answer when probed (condapipe.plan.build_channels): the engines
     # are not given them, and resolving first has shown nothing is needed from them. Not hashed, so
     # a build made offline is not redone once the network is back.
     unreachable: tuple[str, ...] = ()

@@ -68,7 +68,7 @@ def _dependency_flags(channels: Sequence[str] | None) -> list[str]:
     channels (or unknown ones: None), -c for others (a -c list replaces the default, as in the
     build), --offline when the build searched no dependency channel (the --build-tools wheels
     channel holds build tools only)."""
-    from condapipe.plan.channels import channel_data
+    from condapipe.plan.build_channels import channel_data
 
     if channels is None:
         return []

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from condapipe.errors import EnvironmentProblem
-from condapipe.plan.channels import ChannelStatus, channel_data, gateway
+from condapipe.plan.build_channels import ChannelStatus, channel_data, gateway
 from condapipe.plan.environments import Environment, RecipeFacts, render_job, spec_name
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from condapipe.publish.channel import ensure_channel, index_channel, publish_packages
+    from condapipe.publish.local_channel import ensure_channel, index_channel, publish_packages
     from condapipe.publish.tokens import Token, resolve_token
     from condapipe.publish.upload import upload_to_anaconda, upload_to_directory
     from condapipe.publish.upload_result import FileOutcome, Status
@@ -34,9 +34,9 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """An entry point, from its module (imported on this first use)."""
     if name in ("ensure_channel", "index_channel", "publish_packages"):
-        from condapipe.publish import channel
+        from condapipe.publish import local_channel
 
-        return getattr(channel, name)
+        return getattr(local_channel, name)
     if name in ("Token", "resolve_token"):
         from condapipe.publish import tokens
 

@@ -3,7 +3,7 @@
 A channel directory is read by solvers (and HTTP servers) while we write to it, so a package
 enters under a hidden temporary name and is renamed into place — a hard link to the built file
 where both are on one filesystem (nothing copied), else a copy — and repodata is written by
-condapipe.publish.repodata from what indexing needs (index.json from a .conda's small info
+condapipe.package.repodata from what indexing needs (index.json from a .conda's small info
 member, one hashing pass, hashes the publisher already has), through temporary names and
 renames as well. A lock file serialises condapipe processes publishing to the same channel.
 Builds (`build RECIPE_DIR`, the plan's publish step) and `upload --to DIR` all publish through
@@ -26,9 +26,9 @@ from pathlib import Path
 
 from condapipe.errors import EnvironmentProblem, UsageError
 from condapipe.hashing import CHUNK, FileDigest, hash_file
+from condapipe.package import repodata
 from condapipe.package.io import PackageInfo, package_suffix, read_index, read_package_info
-from condapipe.publish import repodata
-from condapipe.publish.repodata import Known
+from condapipe.package.repodata import Known
 from condapipe.publish.upload_result import FileOutcome, Status
 from condapipe.safe_paths import destination
 
@@ -159,7 +159,7 @@ def index_channel(
     init: bool = True,
     known: Mapping[Path, Known] | None = None,
 ) -> IndexResult:
-    """Write repodata.json (+ .zst) for every subdir of a local channel (condapipe.publish.repodata).
+    """Write repodata.json (+ .zst) for every subdir of a local channel (condapipe.package.repodata).
 
     Incremental by default: records of files that have not changed since the repodata was
     written are kept; a full re-index happens with force=True or when a package was replaced in

@@ -61,7 +61,12 @@ from condapipe.publish.anaconda_api import (
     normalize_site_url,
     timeout_from_env,
 )
-from condapipe.publish.channel import IndexResult, channel_dir_from_target, find_packages, publish_packages
+from condapipe.publish.local_channel import (
+    IndexResult,
+    channel_dir_from_target,
+    find_packages,
+    publish_packages,
+)
 from condapipe.publish.tokens import Token, redact
 from condapipe.publish.upload_order import upload_order
 from condapipe.publish.upload_result import FileOutcome, Status

@@ -33,7 +33,7 @@ from condapipe.engines import (
 )
 from condapipe.engines.base import PACKAGE_FORMATS
 from condapipe.errors import EnvironmentProblem, UsageError
-from condapipe.plan.channels import ChannelSetup
+from condapipe.plan.build_channels import ChannelSetup
 from condapipe.value_rules import check_channel
 
 # Spec flags that mean something for a recipe directory; the rest describe a family build.
@@ -59,7 +59,7 @@ def _recipe_dir_target(target: str) -> Path | None:
 def _tool_channel(work_dir: Path, dry_run: bool) -> str:
     """`--build-tools wheels`: cmake and ninja from this Python's wheels as a local channel (offline)."""
     from condapipe.cli.output import err_console
-    from condapipe.publish.tool_channel import TOOLS, default_sources, make_tool_channel
+    from condapipe.inputchannels.tool_channel import TOOLS, default_sources, make_tool_channel
 
     channel = (work_dir / "tool-channel").absolute()
     if not dry_run:
@@ -77,13 +77,13 @@ def _tool_channel(work_dir: Path, dry_run: bool) -> str:
 def _channel_setup(
     given: tuple[str, ...], output_dir: Path, work_dir: Path, build_tools: str, offline: bool, dry_run: bool
 ) -> ChannelSetup:
-    """The build's channels (condapipe.plan.channels: defaults, -c, config, --offline), each probed."""
-    from condapipe.plan.channels import prepare_channels
+    """The build's channels (condapipe.plan.build_channels: defaults, -c, config, --offline), each probed."""
+    from condapipe.plan.build_channels import prepare_channels
 
     tool = _tool_channel(work_dir, dry_run) if build_tools == "wheels" else None
     planned: tuple[tuple[str, str], ...] = ()
     if tool and dry_run:  # a tool the real run cannot lay out stops the dry run the same way
-        from condapipe.publish.tool_channel import TOOLS, from_installed, installed_versions
+        from condapipe.inputchannels.tool_channel import TOOLS, from_installed, installed_versions
 
         planned = tuple(installed_versions(TOOLS).items())
         for name in sorted(set(TOOLS) - {n for n, _ in planned}):

@@ -86,7 +86,7 @@ def command(
     PACKAGE is a name or match spec (pytorch, "pytorch ==2.6.0"); none: what the last build in
     --work-dir made.
     """
-    from condapipe.plan.channels import channels_in_use
+    from condapipe.plan.build_channels import channels_in_use
     from condapipe.plan.env_create import EnvRequest, check_prefix, install_env, record_lines, solve_env
     from condapipe.plan.smoke_check import checked_families, run_smoke_check
 

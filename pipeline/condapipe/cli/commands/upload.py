@@ -25,7 +25,7 @@ from condapipe.cli.flags import (
 )
 from condapipe.cli.output import console, err_console, print_json
 from condapipe.errors import BuildFailed, CondapipeError, EnvironmentProblem, UsageError
-from condapipe.publish.channel import channel_dir_from_target
+from condapipe.publish.local_channel import channel_dir_from_target
 from condapipe.publish.tokens import RedactingFilter, Token, resolve_token
 from condapipe.publish.upload import (
     Mode,

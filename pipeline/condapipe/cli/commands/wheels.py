@@ -2,7 +2,7 @@
 
 For machines without conda channels: `pip download numpy==2.0.1 mkl==2023.1.0 ... -d wheels/`, then
 `condapipe wheels wheels/ --to host-channel` and `condapipe build ... -c host-channel`. `python` itself
-is made as a venv of the CPython running condapipe (condapipe.publish.wheel_channel says why).
+is made as a venv of the CPython running condapipe (condapipe.inputchannels.wheel_channel says why).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _wheel_files(sources: tuple[Path, ...]) -> list[Path]:
 @json_option
 def command(sources: tuple[Path, ...], channel: Path, with_python: bool, as_json: bool) -> None:
     """Make conda packages of PyPI wheels (and of this CPython) in the local channel CHANNEL."""
-    from condapipe.publish.wheel_channel import make_wheel_channel
+    from condapipe.inputchannels.wheel_channel import make_wheel_channel
 
     wheels = _wheel_files(sources)
     if not wheels and not with_python:
