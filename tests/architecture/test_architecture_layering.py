@@ -26,6 +26,7 @@ STAGE_ORDER = (
     "root",
     *SHARED_LIBRARIES,
     "buildspec",
+    "inputchannels",
     "render",
     "engines",
     "fix",

@@ -27,7 +27,7 @@ from conda_package_handling import api as cph
 from e2e_helpers import build_json, conda_install, fixed_once, run_clean
 from libtorch_standin_helpers import SETTINGS, STANDIN, TEST_PROJECT, recipe_dependencies, stub_package
 
-from condapipe.publish.local_channel import index_channel
+from condapipe.package.channel_index import index_channel
 
 RECIPES = Path(__file__).parent.parent / "data" / "recipes"
 

@@ -40,7 +40,7 @@ from libtorch_standin_helpers import (
 )
 
 from condapipe.buildspec.arch import parse_arch_list
-from condapipe.publish.local_channel import index_channel
+from condapipe.package.channel_index import index_channel
 from condapipe.verify.verifier import verify_package
 
 pytestmark = [

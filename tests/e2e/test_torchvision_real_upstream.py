@@ -41,8 +41,8 @@ from pathlib import Path
 import pytest
 
 from condapipe.buildspec.build_spec import build_spec
+from condapipe.package.channel_index import index_channel
 from condapipe.plan import PlanOptions, make_family_plan, run_plan
-from condapipe.publish.local_channel import index_channel
 
 pytestmark = [pytest.mark.upstream, pytest.mark.slow, pytest.mark.timeout(3 * 3600)]
 

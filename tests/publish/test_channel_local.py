@@ -13,8 +13,8 @@ import rattler
 from fake_anaconda import make_package
 from fake_anaconda.harness import isolated_env, run_cli, sha256
 
+from condapipe.package.channel_index import index_channel
 from condapipe.package.io import read_package_info
-from condapipe.publish.local_channel import index_channel
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from conftest import HOW_TO_GET_CONDA_BUILD, conda_build_venv
 from render_helpers import run_cli
 
 from condapipe.buildspec import tables
-from condapipe.publish.local_channel import index_channel
+from condapipe.package.channel_index import index_channel
 
 pytestmark = pytest.mark.slow
 

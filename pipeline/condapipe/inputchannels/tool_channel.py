@@ -31,9 +31,9 @@ from importlib import metadata
 from pathlib import Path, PurePosixPath
 
 from condapipe.errors import EnvironmentProblem, UsageError
+from condapipe.package.channel_index import index_channel
 from condapipe.package.conda_writer import PackageFile, index_json, write_conda
 from condapipe.package.safe_extract import STREAM_ERRORS, Budget, Limits
-from condapipe.publish.local_channel import index_channel
 from condapipe.safe_paths import open_regular
 from condapipe.scratch import scratch_dir
 

@@ -40,9 +40,9 @@ from packaging.utils import canonicalize_name
 from condapipe.buildspec.tables import pypi_conda_names, wheel_dev_links
 from condapipe.errors import EnvironmentProblem, UsageError
 from condapipe.inputchannels.wheel_bytecode import bytecode_files
+from condapipe.package.channel_index import index_channel
 from condapipe.package.conda_writer import PREFIX_PLACEHOLDER, PackageFile, index_json, write_conda
 from condapipe.package.safe_extract import STREAM_ERRORS, Budget, Limits
-from condapipe.publish.local_channel import index_channel
 from condapipe.safe_paths import open_regular
 from condapipe.value_rules import check_package_part
 

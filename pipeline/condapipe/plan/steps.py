@@ -92,7 +92,7 @@ def build_action(job: Job, options: PlanOptions) -> Action:
             echo=_progress_tap(ctx, options.echo),
             log_opened=lambda path: _engine_log_opened(ctx, path),
         )
-        from condapipe.publish.local_channel import ensure_channel
+        from condapipe.package.channel_index import ensure_channel
 
         # The engines search both; an unindexed local channel fails rattler-build's test step.
         ensure_channel(build_options.output_dir)
@@ -314,8 +314,8 @@ def test_action(fix_step: str, options: PlanOptions) -> Action:
     def run(ctx: StepContext) -> StepOutcome:
         import rattler_build
 
+        from condapipe.package.channel_index import ensure_channel
         from condapipe.plan.test_child import run_in_child
-        from condapipe.publish.local_channel import ensure_channel
 
         ensure_channel(options.output_dir)  # an unindexed local channel makes rattler-build's test fail
         packages = _packages(ctx, fix_step)
@@ -351,7 +351,7 @@ def sibling_channel(ctx: StepContext, packages: list[Path]) -> Path:
     before anything is published. Hard links where the file system allows, else copies."""
     import shutil
 
-    from condapipe.publish.local_channel import index_channel
+    from condapipe.package.channel_index import index_channel
 
     channel = ctx.step_dir / "siblings"
     shutil.rmtree(channel, ignore_errors=True)

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from condapipe.cli.flags import FolderPath, dry_run_option, json_option
 from condapipe.cli.output import console, print_json
-from condapipe.publish.local_channel import index_channel
+from condapipe.package.channel_index import index_channel
 
 
 @click.command("index")
