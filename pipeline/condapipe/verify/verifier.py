@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-import struct
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -33,10 +32,10 @@ from ruamel.yaml import YAML
 from condapipe.buildspec.arch import ArchList
 from condapipe.buildspec.variant import package_promise
 from condapipe.elf.archive import ArchiveError, is_archive, read_archive_fatbins
-from condapipe.elf.fatbin import KIND_ELF, FatbinError, decompress, read_fatbin
+from condapipe.elf.fatbin import KIND_ELF, FatbinError, cubin_problem, decompress, ptx_problem, read_fatbin
 from condapipe.elf.reader import ElfFile, NotElf
 from condapipe.elf.rpath_entries import ORIGIN_PREFIXES, split_rpath
-from condapipe.elf.scan import EM_CUDA, elf_files
+from condapipe.elf.scan import elf_files
 from condapipe.errors import UsageError
 from condapipe.hashing import hash_file
 from condapipe.package import tree_record
@@ -428,33 +427,3 @@ def _check_payloads(path: Path, rel: str, entries: tuple, report: VerifyReport) 
         problem = cubin_problem(data, entry.arch) if entry.kind == KIND_ELF else ptx_problem(data, entry.arch)
         if problem:
             report.errors.append(f"{rel}: {entry.name} payload is corrupt ({problem})")
-
-
-def cubin_problem(data: bytes, arch: int) -> str | None:
-    """Why `data` is not a well-formed cubin for `arch` (None when it is)."""
-    if len(data) < 64 or not data.startswith(b"\x7fELF") or data[4] != 2:
-        return "not a 64-bit ELF"
-    machine, flags, shoff, shentsize, shnum = (
-        struct.unpack_from("<H", data, 18)[0],
-        struct.unpack_from("<I", data, 48)[0],
-        struct.unpack_from("<Q", data, 40)[0],
-        struct.unpack_from("<H", data, 58)[0],
-        struct.unpack_from("<H", data, 60)[0],
-    )
-    if machine != EM_CUDA:
-        return f"ELF machine {machine} is not CUDA"
-    if arch not in ((flags >> 8) & 0xFF, flags & 0xFF):  # newer ABI: bits 8-15; older: bits 0-7
-        return f"cubin e_flags {flags:#x} do not say sm_{arch}"
-    if shoff + shentsize * shnum > len(data):
-        return "section headers run past the end"
-    return None
-
-
-def ptx_problem(data: bytes, arch: int) -> str | None:
-    """Why `data` is not PTX text for `arch` (None when it is)."""
-    text = data.rstrip(b"\0")
-    if b"\0" in text:
-        return "PTX text contains NUL bytes"
-    if f".target sm_{arch}".encode() not in text:
-        return f"PTX has no .target sm_{arch}"
-    return None
