@@ -138,7 +138,7 @@ def test_max_jobs_follows_ram_per_job_and_the_cores(tmp_path: Path, gib: float, 
 
 
 def test_pytorch_max_jobs_uses_the_memory_per_job_of_its_variant_kind(tmp_path: Path) -> None:
-    from condapipe.buildspec.compile_jobs import compile_job_gib
+    from condapipe.facts.compile_jobs import compile_job_gib
 
     per_job = int(compile_job_gib("pytorch", "2.4.1", cuda=False))  # a CPU translation unit's figure
     spec = spec_from_flags("pytorch", {"version": "2.4.1", "cuda": ("cpu",), "python": ("3.11",)})
@@ -383,7 +383,7 @@ def test_on_a_gpu_machine_the_loaded_driver_is_read_and_matches_nvidia_smi(tmp_p
 
 
 def test_libtorch_is_checked_like_pytorch_for_cudnn_cmake_and_memory(tmp_path: Path) -> None:
-    from condapipe.buildspec.compile_jobs import compile_job_gib
+    from condapipe.facts.compile_jobs import compile_job_gib
 
     spec = spec_from_flags("libtorch", {"version": "2.9.0", "cuda": ("13.0",)})
     report = run_doctor(spec, machine(tmp_path, meminfo=str(meminfo(tmp_path, 64 * 1024 * 1024))))

@@ -39,7 +39,7 @@ from libtorch_standin_helpers import (
     stub_package,
 )
 
-from condapipe.buildspec.arch import parse_arch_list
+from condapipe.facts.arch import parse_arch_list
 from condapipe.package.channel_index import index_channel
 from condapipe.verify.verifier import verify_package
 

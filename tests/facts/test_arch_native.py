@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from condapipe.buildspec.arch import parse_arch_list
-from condapipe.buildspec.native import query_compute_caps
 from condapipe.cli.main import main
 from condapipe.errors import EnvironmentProblem
+from condapipe.facts.arch import parse_arch_list
+from condapipe.facts.native import query_compute_caps
 
 STANDIN = """#!/bin/sh
 # stand-in for nvidia-smi: checks condapipe asks the documented query, answers like the driver

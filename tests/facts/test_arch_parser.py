@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from condapipe.buildspec.arch import (
+from condapipe.errors import UsageError
+from condapipe.facts.arch import (
     Arch,
     ArchList,
     accepted_archs,
@@ -15,8 +16,7 @@ from condapipe.buildspec.arch import (
     parse_arch_list,
     parse_token,
 )
-from condapipe.buildspec.tables import cuda_versions
-from condapipe.errors import UsageError
+from condapipe.facts.tables import cuda_versions
 
 KNOWN_PLAIN = [a for v in cuda_versions() for a in accepted_archs(v) if not a.suffix]
 

@@ -20,7 +20,11 @@ from click.testing import CliRunner
 from conftest import needs_system_tool
 from ruamel.yaml import YAML
 
-from condapipe.buildspec.families import (
+from condapipe.buildspec.settings import spec_from_flags
+from condapipe.cli.main import main
+from condapipe.elf.reader import read_dynamic
+from condapipe.errors import UsageError
+from condapipe.facts.families import (
     FamilyRules,
     family_of_package,
     family_rules,
@@ -29,10 +33,6 @@ from condapipe.buildspec.families import (
     profiles,
     recipes_root,
 )
-from condapipe.buildspec.settings import spec_from_flags
-from condapipe.cli.main import main
-from condapipe.elf.reader import read_dynamic
-from condapipe.errors import UsageError
 from condapipe.fix.rpath import DirRule, rules_for
 from condapipe.package.io import unpack
 from condapipe.plan import code_inputs

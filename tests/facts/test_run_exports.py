@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from condapipe.buildspec.run_exports import run_spec
+from condapipe.facts.run_exports import run_spec
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from condapipe.buildspec.arch import (
+from condapipe.errors import UsageError
+from condapipe.facts.arch import (
     Arch,
     ArchList,
     accepted_archs,
@@ -19,8 +20,7 @@ from condapipe.buildspec.arch import (
     magma_default_archs,
     torch_default_archs,
 )
-from condapipe.buildspec.tables import cuda_info, cuda_versions, link_overflow_max_images, normalize_cuda
-from condapipe.errors import UsageError
+from condapipe.facts.tables import cuda_info, cuda_versions, link_overflow_max_images, normalize_cuda
 
 EXPECTED_VERSIONS = [
     *("9.2", "10.0", "10.1", "10.2"),

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from packaging.version import Version
 
-from condapipe.buildspec.tables import cuda_versions, pytorch_info, pytorch_versions
 from condapipe.errors import UsageError
+from condapipe.facts.tables import cuda_versions, pytorch_info, pytorch_versions
 
 SERIES = sorted({pytorch_info(v).series for v in pytorch_versions()}, key=Version)
 
@@ -92,7 +92,7 @@ def test_a_pair_the_real_source_cannot_compile_is_refused_with_the_reason_and_th
 
 def test_every_release_built_upstream_for_a_cuda_is_not_refused_for_it() -> None:
     # The refusals never contradict what upstream itself built.
-    from condapipe.buildspec.tables import compile_refusal
+    from condapipe.facts.tables import compile_refusal
 
     for version in pytorch_versions():
         for cuda in pytorch_info(version).cudas:

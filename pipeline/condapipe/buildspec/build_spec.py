@@ -6,7 +6,7 @@ else from the user, so all validation of user input happens while building one.
 `build_spec(package, settings)` turns already-merged settings (config file overridden by CLI
 flags, see condapipe.buildspec.settings) into a BuildSpec, using the data tables for defaults.
 What each package family requires is data too (its profile, recipes/<family>/family.yaml, read
-by condapipe.buildspec.families, the one family registry); every CUDA fact of a variant is decided in
+by condapipe.facts.families, the one family registry); every CUDA fact of a variant is decided in
 condapipe.buildspec.variant, so nothing downstream reads the CUDA table.
 
 magma and several CUDAs: one recipe has one version, so when the CUDAs map to different
@@ -26,10 +26,10 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from condapipe.buildspec import tables
-from condapipe.buildspec.families import FamilyRules, family_rules, known_packages
 from condapipe.buildspec.variant import CudaVariant, link_overflow_warning, resolve_variant
 from condapipe.errors import UsageError
+from condapipe.facts import tables
+from condapipe.facts.families import FamilyRules, family_rules, known_packages
 from condapipe.hashing import hash_file
 
 CPU = "cpu"
@@ -87,7 +87,7 @@ class BuildSpec:
     # Things the user should know but that do not stop the build (CLI prints them).
     warnings: tuple[str, ...] = field(default_factory=tuple, compare=False)
     # --jetson BOARD: the build targets that board with the CUDA/cuDNN of its JetPack
-    # (condapipe.buildspec.jetson, data/jetson.yaml); None for every other build.
+    # (condapipe.facts.jetson, data/jetson.yaml); None for every other build.
     jetson: str | None = None
     # The exact builds of other families this package is built against, (family, build): a build
     # number of that family's own build string (torchvision built in one plan with its pytorch), or
@@ -272,7 +272,7 @@ def build_spec(
     warnings: list[str] = []
     jetson = None
     if settings.get("jetson"):
-        from condapipe.buildspec import jetson as jetson_profiles
+        from condapipe.facts import jetson as jetson_profiles
 
         if package in jetson_profiles.families() or "jetson" in from_cli:
             settings, profile = jetson_profiles.apply_profile(

@@ -17,7 +17,7 @@ Layout (all keys optional)::
     platform = "linux-64"
     blas = "mkl"
     source = "../pytorch"          # relative to the config file
-    jetson = "orin"                # NVIDIA Jetson board profile (condapipe.buildspec.jetson)
+    jetson = "orin"                # NVIDIA Jetson board profile (condapipe.facts.jetson)
     compile_cache = "redis://cache.example:6379"  # or a directory, or s3://BUCKET/PREFIX
     channels = ["conda-forge", "./deps"]  # dependency channels (replace the default; -c wins)
     [env]                          # extra build environment

@@ -27,10 +27,10 @@ from typing import Any
 
 from packaging.version import Version
 
-from condapipe.buildspec import tables
 from condapipe.buildspec.build_spec import normalize_python
-from condapipe.buildspec.families import family_rules
 from condapipe.errors import UsageError
+from condapipe.facts import tables
+from condapipe.facts.families import family_rules
 
 CPU = tables.CPU
 

@@ -1,6 +1,6 @@
 """One resolved CUDA variant: every CUDA fact a build needs, decided once.
 
-The CUDA table (cuda.yaml through condapipe.buildspec.tables) is read here and nowhere downstream:
+The CUDA table (cuda.yaml through condapipe.facts.tables) is read here and nowhere downstream:
 render, plan, doctor and verify read the frozen `CudaVariant` (arch list of the family or the
 user's, nvcc flags, magma package, run constraint, max gcc, cuDNN, BUILD_SPLIT_CUDA and static
 cuDNN, the link-overflow warning), so two stages cannot decide the same fact differently.
@@ -16,22 +16,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from condapipe.buildspec import tables
-from condapipe.buildspec.arch import (
+from condapipe.errors import UsageError
+from condapipe.facts import tables
+from condapipe.facts.arch import (
     ArchList,
     magma_default_archs,
     parse_arch_list,
     parse_explicit_arch_list,
     torch_default_archs,
 )
-from condapipe.buildspec.families import (
+from condapipe.facts.families import (
     FamilyRules,
     default_rules,
     family_of_package,
     family_rules,
     known_packages,
 )
-from condapipe.errors import UsageError
 
 CPU = "cpu"
 RECORD_SECTION = "condapipe"  # about.json extra.<this>

@@ -24,11 +24,11 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from condapipe.buildspec.build_spec import BuildSpec
-from condapipe.buildspec.compile_jobs import spec_job_gib
 from condapipe.buildspec.defaults import cudas_accepting_gcc
 from condapipe.doctor.costs import disk_need
 from condapipe.doctor.machine import FACTS_MAX_BYTES, Finding, Machine, doctor_data, family_facts
 from condapipe.errors import CondapipeError
+from condapipe.facts.compile_jobs import spec_job_gib
 from condapipe.safe_paths import read_head
 
 GIB = 1024**3

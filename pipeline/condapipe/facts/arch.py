@@ -3,7 +3,7 @@
 PyTorch wants ``TORCH_CUDA_ARCH_LIST`` ("8.0;8.6+PTX"), magma wants nvcc ``-gencode`` flags and the
 verifier compares the SASS/PTX found in fatbins; all three are views of one ``ArchList``, so they
 cannot drift apart. Which archs a CUDA version can compile, and which it builds by default, is
-data (``condapipe.buildspec.tables`` reads cuda.yaml; data/arch_families.yaml names the capabilities).
+data (``condapipe.facts.tables`` reads cuda.yaml; data/arch_families.yaml names the capabilities).
 
 Imports go one way: this module uses ``tables`` (CUDA rows) and ``native`` (nvidia-smi's raw
 answer); neither imports it back.
@@ -18,9 +18,9 @@ from importlib import resources
 
 from ruamel.yaml import YAML
 
-from condapipe.buildspec import tables
-from condapipe.buildspec.native import query_compute_caps
 from condapipe.errors import EnvironmentProblem, UsageError
+from condapipe.facts import tables
+from condapipe.facts.native import query_compute_caps
 
 SUFFIXES = ("", "a", "f")
 

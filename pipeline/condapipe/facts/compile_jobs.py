@@ -20,7 +20,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 from ruamel.yaml import YAML
 
-from condapipe.buildspec.families import family_facts, known_packages
+from condapipe.facts.families import family_facts, known_packages
 
 KINDS = ("cpu", "cuda")
 

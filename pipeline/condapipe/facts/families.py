@@ -27,8 +27,8 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from condapipe.buildspec import tables
 from condapipe.errors import UsageError
+from condapipe.facts import tables
 
 REGISTRY_FILE = "families.yaml"
 PROFILE_FILE = "family.yaml"

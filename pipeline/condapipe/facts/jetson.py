@@ -17,8 +17,8 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from condapipe.buildspec import tables
 from condapipe.errors import UsageError
+from condapipe.facts import tables
 
 
 @dataclass(frozen=True)

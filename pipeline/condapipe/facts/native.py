@@ -3,7 +3,7 @@
 Building only for the local GPUs is the fastest useful build (one arch instead of eight); the
 list must still come from the driver, not a guess, so a machine without a working GPU gets a
 clear error instead of a package that has no kernel for the card it will run on.
-This module only asks the driver; condapipe.buildspec.arch turns the answer into archs.
+This module only asks the driver; condapipe.facts.arch turns the answer into archs.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Version-dependent knowledge lives in YAML so that supporting a new CUDA or PyTorch release is a
 data edit; this module only loads, types and looks entries up, and turns unknown versions into
 one-line UsageErrors that list the valid choices. It is the bottom of the spec stage: it imports
-nothing of condapipe but errors, so arch parsing (condapipe.buildspec.arch) can build on it. Only the
+nothing of condapipe but errors, so arch parsing (condapipe.facts.arch) can build on it. Only the
 spec stage reads the CUDA table; everything downstream gets its facts from the resolved
 CudaVariant (condapipe.buildspec.variant).
 """

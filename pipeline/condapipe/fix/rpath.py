@@ -3,7 +3,7 @@
 conda-build's semantics (keep `$ORIGIN` entries, make in-prefix absolute entries relative,
 drop the rest, append the recipe's extra rpaths) plus per-directory rules per package
 family, e.g. pytorch/builder's `$ORIGIN:$ORIGIN/lib:$ORIGIN/../../..` for `torch/*.so`.
-Each family's rules are the `rpath:` section of its profile (condapipe.buildspec.families); what
+Each family's rules are the `rpath:` section of its profile (condapipe.facts.families); what
 holds for every family lives in data/rpath_rules.yaml.
 """
 
@@ -18,9 +18,9 @@ from importlib import resources
 
 from ruamel.yaml import YAML
 
-from condapipe.buildspec.families import default_rpath, known_packages, profile
 from condapipe.elf.rpath_entries import ORIGIN_PREFIXES, split_rpath
 from condapipe.errors import UsageError
+from condapipe.facts.families import default_rpath, known_packages, profile
 
 
 @dataclass(frozen=True)

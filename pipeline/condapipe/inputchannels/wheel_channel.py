@@ -37,8 +37,8 @@ from packaging.markers import Marker, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from condapipe.buildspec.tables import pypi_conda_names, wheel_dev_links
 from condapipe.errors import EnvironmentProblem, UsageError
+from condapipe.facts.tables import pypi_conda_names, wheel_dev_links
 from condapipe.inputchannels.wheel_bytecode import bytecode_files
 from condapipe.package.channel_index import index_channel
 from condapipe.package.conda_writer import PREFIX_PLACEHOLDER, PackageFile, index_json, write_conda

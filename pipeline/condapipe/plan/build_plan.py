@@ -21,10 +21,10 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from condapipe.buildspec import tables
 from condapipe.buildspec.build_spec import BuildSpec, CudaVariant, Source
-from condapipe.buildspec.families import cuda_table_package, family_facts, family_rules, profile
 from condapipe.errors import UsageError
+from condapipe.facts import tables
+from condapipe.facts.families import cuda_table_package, family_facts, family_rules, profile
 from condapipe.hashing import hash_file
 from condapipe.plan import steps as act
 from condapipe.plan.build_channels import ChannelTimeout, gateway, within_deadline

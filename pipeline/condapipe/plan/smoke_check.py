@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from condapipe.buildspec.families import family_facts, family_of_package
+from condapipe.facts.families import family_facts, family_of_package
 
 NO_CUDA_EXIT = 2
 CHECK_TIMEOUT_S = 300

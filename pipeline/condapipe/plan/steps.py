@@ -17,9 +17,9 @@ from condapipe.errors import BuildFailed
 from condapipe.plan.runner import StepContext, StepOutcome, pause_point
 
 if TYPE_CHECKING:
-    from condapipe.buildspec.arch import ArchList
     from condapipe.buildspec.build_spec import BuildSpec
     from condapipe.engines.logs import LineSink
+    from condapipe.facts.arch import ArchList
     from condapipe.plan.jobs import Job, PlanOptions
     from condapipe.publish.upload_result import FileOutcome
 

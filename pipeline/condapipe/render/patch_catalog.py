@@ -344,9 +344,9 @@ def check_consistency(catalog: Catalog) -> list[str]:
 
 
 def _jetson_boards() -> tuple[str, ...]:
-    """Board names of condapipe.buildspec.jetson (empty when that table is not available)."""
+    """Board names of condapipe.facts.jetson (empty when that table is not available)."""
     try:
-        from condapipe.buildspec import jetson
+        from condapipe.facts import jetson
     except ImportError:
         return ()
     return tuple(jetson.boards())

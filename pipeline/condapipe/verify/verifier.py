@@ -29,7 +29,6 @@ from pathlib import Path
 
 from ruamel.yaml import YAML
 
-from condapipe.buildspec.arch import ArchList
 from condapipe.buildspec.variant import package_promise
 from condapipe.elf.archive import ArchiveError, is_archive, read_archive_fatbins
 from condapipe.elf.fatbin import KIND_ELF, FatbinError, cubin_problem, decompress, ptx_problem, read_fatbin
@@ -37,6 +36,7 @@ from condapipe.elf.reader import ElfFile, NotElf
 from condapipe.elf.rpath_entries import ORIGIN_PREFIXES, split_rpath
 from condapipe.elf.scan import elf_files
 from condapipe.errors import UsageError
+from condapipe.facts.arch import ArchList
 from condapipe.hashing import hash_file
 from condapipe.package import tree_record
 from condapipe.package.io import (

@@ -7,10 +7,10 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from condapipe.buildspec.arch import ArchList, parse_arch_list
 from condapipe.cli.flags import json_option, single_cuda_option
 from condapipe.cli.output import console, err_console, print_json
 from condapipe.errors import BuildFailed
+from condapipe.facts.arch import ArchList, parse_arch_list
 from condapipe.verify.verifier import VerifyReport, verify_package
 
 

@@ -17,10 +17,10 @@ import jinja2
 
 from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.buildspec.compile_cache import sccache_env_names
-from condapipe.buildspec.compile_jobs import compile_job_gib
-from condapipe.buildspec.families import family_facts, profile, recipes_dir
 from condapipe.buildspec.variant import promise_record
 from condapipe.errors import UsageError
+from condapipe.facts.compile_jobs import compile_job_gib
+from condapipe.facts.families import family_facts, profile, recipes_dir
 from condapipe.render.model import ALWAYS, Dep, Patch, Variants, When
 
 # A package with CPython extension modules (torch._C, torchvision._C) loads only in the Python X.Y it
@@ -58,7 +58,7 @@ def compile_cache_values(cache_key: str) -> dict[str, Any]:
 
 def per_job_mib(family: str, version: str | None) -> dict[str, int]:
     """The MiB per compile job build.sh's MAX_JOBS fallback uses, for CPU and CUDA variants: the
-    same figure doctor picks MAX_JOBS with (condapipe.buildspec.compile_jobs)."""
+    same figure doctor picks MAX_JOBS with (condapipe.facts.compile_jobs)."""
     return {
         f"per_job_mib_{kind}": round(compile_job_gib(family, version, cuda=kind == "cuda") * 1024)
         for kind in ("cpu", "cuda")

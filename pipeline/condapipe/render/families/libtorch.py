@@ -15,9 +15,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from condapipe.buildspec import tables
 from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.buildspec.compile_cache import sccache_env_names
+from condapipe.facts import tables
 from condapipe.render.families import pytorch
 from condapipe.render.families._common import (
     common_value,
