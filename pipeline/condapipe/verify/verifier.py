@@ -12,7 +12,7 @@ Checks, each producing readable errors (defects) or warnings:
   error, extra: warning); in static libraries (libmagma.a) every member object with device
   code must cover it. Without an explicit list the package's own promise is checked: the
   arch list it records in info/about.json (`extra.condapipe`, written by render), else, given
-  a CUDA version, the default list of the package's family (condapipe.buildspec.variant decides).
+  a CUDA version, the default list of the package's family (condapipe.facts.promise decides).
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from pathlib import Path
 
 from ruamel.yaml import YAML
 
-from condapipe.buildspec.variant import package_promise
 from condapipe.elf.archive import ArchiveError, is_archive, read_archive_fatbins
 from condapipe.elf.fatbin import KIND_ELF, FatbinError, cubin_problem, decompress, ptx_problem, read_fatbin
 from condapipe.elf.reader import ElfFile, NotElf
@@ -37,6 +36,7 @@ from condapipe.elf.rpath_entries import ORIGIN_PREFIXES, split_rpath
 from condapipe.elf.scan import elf_files
 from condapipe.errors import UsageError
 from condapipe.facts.arch import ArchList
+from condapipe.facts.promise import package_promise
 from condapipe.hashing import hash_file
 from condapipe.package import tree_record
 from condapipe.package.io import (

@@ -17,10 +17,10 @@ import jinja2
 
 from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.buildspec.compile_cache import sccache_env_names
-from condapipe.buildspec.variant import promise_record
 from condapipe.errors import UsageError
 from condapipe.facts.compile_jobs import compile_job_gib
 from condapipe.facts.families import family_facts, profile, recipes_dir
+from condapipe.facts.promise import promise_record
 from condapipe.render.model import ALWAYS, Dep, Patch, Variants, When
 
 # A package with CPython extension modules (torch._C, torchvision._C) loads only in the Python X.Y it
