@@ -61,6 +61,42 @@ def test_a_change_to_the_fixer_refixes_but_does_not_reverify(package_copy: Path,
     assert after["fix"] != before["fix"] and after["verify"] == before["verify"]
 
 
+@pytest.mark.parametrize(
+    "module",
+    [
+        "buildspec/settings.py",
+        "buildspec/config_file.py",
+        "buildspec/compile_cache.py",
+        "buildspec/defaults.py",
+        "buildspec/build_spec.py",
+        "buildspec/__init__.py",
+    ],
+)
+def test_a_change_to_the_settings_code_refixes_and_reverifies_nothing(
+    package_copy: Path, module: str
+) -> None:
+    # Fix and verify read facts (the family registry, rpath rules, promised archs) from the facts
+    # library, which imports no settings: a new flag or config key leaves finished packages alone.
+    before = digests(package_copy)
+    edit(package_copy / module)
+    after = digests(package_copy)
+    assert after["fix"] == before["fix"] and after["verify"] == before["verify"]
+    assert after["render"] != before["render"]  # render reads the spec, so the same edit re-renders
+
+
+@pytest.mark.parametrize(
+    ("module", "refix", "reverify"),
+    [("facts/families.py", True, True), ("facts/tables.py", True, True), ("facts/promise.py", False, True)],
+)
+def test_a_change_to_a_fact_reruns_the_steps_that_read_it(
+    package_copy: Path, module: str, refix: bool, reverify: bool
+) -> None:
+    before = digests(package_copy)
+    edit(package_copy / module)
+    after = digests(package_copy)
+    assert (after["fix"] != before["fix"], after["verify"] != before["verify"]) == (refix, reverify)
+
+
 def test_a_change_to_the_verifier_reverifies_but_does_not_refix(package_copy: Path) -> None:
     before = digests(package_copy)
     edit(package_copy / "verify" / "verifier.py")
