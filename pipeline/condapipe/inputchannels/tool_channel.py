@@ -31,6 +31,7 @@ from importlib import metadata
 from pathlib import Path, PurePosixPath
 
 from condapipe.errors import EnvironmentProblem, UsageError
+from condapipe.hashing import hash_file
 from condapipe.package.channel_index import index_channel
 from condapipe.package.conda_writer import PackageFile, index_json, write_conda
 from condapipe.package.safe_extract import STREAM_ERRORS, Budget, Limits
@@ -113,7 +114,8 @@ def from_installed(name: str) -> ToolSource:
         if data is not None:
             _add(files, rel, data[0], data[1])
     origin = f"installed {name} {dist.version} ({dist.locate_file('')})"
-    return _checked(name, dist.version, origin, dist.metadata.get("License") or "", files)
+    licence = (dist.metadata.get_all("License") or [""])[0] or ""
+    return _checked(name, dist.version, origin, licence, files)
 
 
 def _record_entries(dist: metadata.Distribution) -> list[metadata.PackagePath]:
@@ -246,8 +248,7 @@ def _same_bytes(existing: Path, made: Path) -> bool:
     try:
         if not stat.S_ISREG(existing.lstat().st_mode):
             return False
-        with existing.open("rb") as a, made.open("rb") as b:
-            return hashlib.file_digest(a, "sha256").digest() == hashlib.file_digest(b, "sha256").digest()
+        return hash_file(existing).sha256 == hash_file(made).sha256  # (hashlib.file_digest is 3.11+)
     except OSError:
         return False
 

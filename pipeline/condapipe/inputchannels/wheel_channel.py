@@ -182,7 +182,7 @@ def conda_dependency(requirement: str, target: TargetPython) -> str | None:
 def _stable_abi_fits(tag: str, target: TargetPython) -> bool:
     """Whether a `cp3XY` tag of an abi3 wheel is at most the target CPython's version."""
     match = re.fullmatch(r"cp3(\d+)", tag)
-    return bool(match) and int(match[1]) <= int(target.short.split(".")[1])
+    return match is not None and int(match[1]) <= int(target.short.split(".")[1])
 
 
 def _check_tags(path: Path, py: str, abi: str, plat: str, target: TargetPython) -> None:
@@ -336,8 +336,8 @@ def wheel_package(path: Path, target: TargetPython) -> WheelPackage:
         raise
     except STREAM_ERRORS as exc:
         raise UsageError(f"{path}: not a readable wheel ({type(exc).__name__}: {exc})") from None
-    for script, module, attr in scripts:
-        rel = f"bin/{script}"
+    for command, module, attr in scripts:
+        rel = f"bin/{command}"
         files.setdefault(rel, PackageFile(rel, _launcher(module, attr), True, has_prefix=True))
     installer = f"{target.site_packages}/{dist_info}/INSTALLER"
     files[installer] = PackageFile(installer, b"conda\n")

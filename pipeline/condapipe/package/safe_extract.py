@@ -31,7 +31,7 @@ import stat
 import tarfile
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -219,7 +219,7 @@ def _damaged(path: Path, exc: BaseException, what: str = "conda package") -> Uns
 
 def iter_members(
     path: Path, wanted: tuple[str, ...] | None = None, *, drain: bool = True, budget: Budget | None = None
-) -> Iterator[tuple[tarfile.TarFile, tarfile.TarInfo]]:
+) -> Generator[tuple[tarfile.TarFile, tarfile.TarInfo], None, None]:
     """Yield (tar, member) for every member of the package's components (`wanted`: default all).
 
     Names are checked (relative, no `..`) and every member is charged to `budget` (default: the
@@ -434,7 +434,7 @@ class _ZipAsTar:
         return self.zf.open(self.infos[id(member)])
 
 
-def source_members(path: Path, budget: Budget) -> Iterator[tuple[Any, tarfile.TarInfo]]:
+def source_members(path: Path, budget: Budget) -> Generator[tuple[Any, tarfile.TarInfo], None, None]:
     """(reader, member) for each member of a source archive (tar, any compression, or zip), in
     order, each charged to `budget` before it is yielded; read as a stream, never seeking back."""
     with open_regular(path) as fh:

@@ -82,7 +82,7 @@ def _install(
         records = await rattler.solve(
             [rattler.Channel(c) for c in channels],
             [spec, *requires],
-            platforms=list(dict.fromkeys([*platforms, str(rattler.Subdir.current())])),
+            platforms=[rattler.Subdir(p) for p in dict.fromkeys([*platforms, str(rattler.Subdir.current())])],
             virtual_packages=rattler.VirtualPackage.detect(),
         )
         await rattler.install(records, prefix, cache_dir=cache, show_progress=False)

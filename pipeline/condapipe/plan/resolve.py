@@ -353,14 +353,14 @@ def resolve_plan(
                     sources,
                     list(env.specs),
                     gateway=gw,
-                    platforms=[env.platform, "noarch"],
+                    platforms=[rattler.Subdir(env.platform), rattler.Subdir("noarch")],
                     virtual_packages=_virtual_packages(env.platform, build_platform),
                     timeout=_SOLVE_TIMEOUT,
                 )
             except (SolverError, GatewayError) as exc:
                 conflicts.append((f"{env.job} ({env.kind})", " ".join(str(exc).split())[:600]))
                 continue
-            rows = sorted((r.name.normalized, str(r.version), r.build, _channel_of(r)) for r in records)
+            rows = sorted((r.name.normalized, str(r.version), str(r.build), _channel_of(r)) for r in records)
             solved.append(Solved(env, tuple(rows)))
 
     asyncio.run(run())

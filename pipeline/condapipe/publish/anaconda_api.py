@@ -87,7 +87,7 @@ def classify(exc: BaseException, token: Token | None, step: str) -> ApiError:
     if isinstance(exc, ApiError):
         return exc
     if isinstance(exc, BinstarError):
-        args = getattr(exc, "args", ())
+        args: tuple[object, ...] = tuple(getattr(exc, "args", ()))
         message = str(args[0]) if args else str(exc)
         status = args[1] if len(args) > 1 and isinstance(args[1], int) else None
         kind = _STATUS_KIND.get(
@@ -165,6 +165,10 @@ class PackageMetadataError(Exception):
     """anaconda-client's inspector could not read the package's info/ files."""
 
 
+# What anaconda-client's inspector raises for a damaged package (see inspect_for_anaconda).
+_INSPECT_ERRORS: tuple[type[Exception], ...] = (*READ_ERRORS, ValueError, KeyError, TypeError, AttributeError)
+
+
 def inspect_for_anaconda(info: PackageInfo) -> AnacondaMeta:
     """Collect the package/release/file attributes with anaconda-client's own inspector."""
     from binstar_client.utils.config import PackageType
@@ -176,7 +180,7 @@ def inspect_for_anaconda(info: PackageInfo) -> AnacondaMeta:
         raise
     # A damaged stream, or metadata of the wrong shape: the inspector raises TypeError itself
     # for a missing index.json, and KeyError/AttributeError/ValueError for malformed JSON files.
-    except (*READ_ERRORS, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except _INSPECT_ERRORS as exc:
         raise PackageMetadataError(f"{type(exc).__name__}: {exc}") from exc
     return AnacondaMeta(info, dict(package_attrs), dict(release_attrs), dict(file_attrs))
 

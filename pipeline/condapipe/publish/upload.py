@@ -43,6 +43,7 @@ import stat
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -505,7 +506,7 @@ class _Upload:
             )
         try:
             for label in wanted:
-                self.call(lambda label=label: self.site.add_label(self.owner, self.meta, label))
+                self.call(partial(self.site.add_label, self.owner, self.meta, label))
             after = self.find() or {}
         except ApiError as err:
             raise ApiError(

@@ -129,25 +129,29 @@ def verify_package(
     (its recorded list, else the default list of its family for ``cuda``).
     """
     path = Path(path)
-    checks = {
-        "archs": archs,
-        "cuda": cuda,
-        "build_prefixes": build_prefixes,
-        "dep_libs": dep_libs,
-        "platform": platform,
-        "deep": deep,
-        "jobs": jobs,
-        "name": str(path),
-    }
+
+    def checks(root: Path) -> VerifyReport:
+        return verify_tree(
+            root,
+            archs=archs,
+            cuda=cuda,
+            build_prefixes=build_prefixes,
+            dep_libs=dep_libs,
+            platform=platform,
+            deep=deep,
+            jobs=jobs,
+            name=str(path),
+        )
+
     if path.is_dir():
-        report = verify_tree(path, **checks)
+        report = checks(path)
         report.read_from = "folder"
         return report
     package_file(path)
     kept = tree_record.trusted_tree(path)
     if kept is not None:  # the tree fix wrote these very bytes from: no second unpack
         try:
-            report = verify_tree(kept, **checks)
+            report = checks(kept)
             report.read_from = "kept tree"
             return report
         except UsageError as exc:
@@ -158,7 +162,7 @@ def verify_package(
         except UnsafePackage as exc:  # a member that would escape, a device, damage: a defect
             return VerifyReport(package=str(path), errors=[str(exc)])
         try:
-            return verify_tree(root, **checks)
+            return checks(root)
         except UsageError as exc:  # unreadable metadata: name the package, not the scratch folder
             return VerifyReport(package=str(path), errors=[str(exc).replace(str(root), str(path))])
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 from rich.markup import escape
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
 from condapipe.cli.flags import (
@@ -48,7 +48,7 @@ class _RichProgress:
 
     def __init__(self, progress: Progress) -> None:
         self._progress = progress
-        self._tasks: dict[str, int] = {}
+        self._tasks: dict[str, TaskID] = {}
 
     def start(self, basename: str, size: int) -> Callable[[int], None]:
         task = self._progress.add_task(escape(basename), total=size)
