@@ -72,7 +72,7 @@ package:
   version: 1.0.0
 build:
   number: 0
-  binary_relocation: {{{{ environ.get("CONDAPIPE_STAGED_FIX", "") == "" }}}}
+  binary_relocation: false  # [environ.get("CONDAPIPE_STAGED_FIX", "") != ""]
   script_env:
     - CONDAPIPE_STAGED_FIX
 {prefix_v0}"""

@@ -67,7 +67,7 @@ def v0_meta(
     text = (recipe_dir / "meta.yaml").read_text()
     template = jinja2.Template(text, undefined=jinja2.StrictUndefined)
     rendered = template.render(environ=environ or {}, **variant)
-    namespace = selector_namespace(platform, variant)
+    namespace = {**selector_namespace(platform, variant), "environ": environ or {}}
     kept: list[str] = []
     for line in rendered.splitlines():
         match = _SELECTOR.search(line)

@@ -228,12 +228,20 @@ def test_a_cudnn_of_another_major_blocks_and_names_the_wheel_to_install(tmp_path
     assert "nvidia-cudnn-cu11==8.*" in cudnn.fix
 
 
+def test_a_cuda_whose_libraries_are_host_packages_needs_no_cudnn_on_the_machine(tmp_path: Path) -> None:
+    """From CUDA 13.0 the recipe's libcudnn-dev host package brings cuDNN (cuda.yaml host_libraries):
+    a machine without one builds it all the same."""
+    spec = spec_from_flags("pytorch", {"version": "2.9.0", "cuda": ("13.0",), "python": ("3.12",)})
+    m = machine(tmp_path, CUDNN_INCLUDE_DIR=str(tmp_path / "none"))
+    cudnn = next(f for f in run_doctor(spec, m).findings if f.check == "cudnn")
+    assert cudnn.level == "ok" and "host package" in cudnn.message
+
+
 @pytest.mark.parametrize(
     ("version", "cuda", "python", "wheel"),
     [
         ("1.8.0", "11.1", "3.8", "nvidia-cudnn-cu11==8.*"),
         ("2.4.1", "12.4", "3.11", "nvidia-cudnn-cu12==9.*"),
-        ("2.9.0", "13.0", "3.12", "nvidia-cudnn-cu13==9.*"),
         ("1.9.1", "10.2", "3.9", None),  # no nvidia-cudnn-cu10 exists
     ],
 )

@@ -285,7 +285,11 @@ def test_condapipe_render_writes_its_recipe_from_the_profile_alone(hello: Path, 
     variants = load(out / "variants.yaml")
     assert variants["cuda_version"] == ["13.0"] and variants["cuda_arch_list"] == ["8.0;9.0+PTX"]
     assert "-gencode arch=compute_90,code=compute_90" in variants["cuda_gencode"][0]
-    assert (out / "build.sh").read_text().endswith(HELLO_BUILD)
+    # the profile's script, then condapipe's fix on the staged prefix with the family's rules
+    script = (out / "build.sh").read_text()
+    body, staged = script.split("\n# condapipe's fix before the engine packs", 1)
+    assert body.endswith(HELLO_BUILD)
+    assert '"$CONDAPIPE_STAGED_FIX" --family "hello-cuda"' in staged
 
 
 def test_a_plan_builds_the_prerequisites_the_profile_names(hello: Path) -> None:
@@ -375,9 +379,10 @@ def test_the_throwaway_family_builds_with_rattler_build_and_its_rpath_rules_appl
         info = read_dynamic(path)
         return info.rpath or info.runpath
 
-    # `condapipe fix` applied the profile's rules: lib/hello/*.so gets its dir rule ($ORIGIN) and
-    # the profile's extra rpath (lib); the default rules would have left rattler-build's $ORIGIN/..
+    # `condapipe fix` applied the profile's rules on the staged prefix: lib/hello/*.so gets its dir
+    # rule ($ORIGIN) and the profile's extra rpath (lib); the CLI keeps the rpath its link line gave
+    # (lib/hello, made relative) and gains the extra one after it. The engine relocated nothing.
     assert rpath(files / "lib" / "hello" / "libhello.so") == "$ORIGIN:$ORIGIN/.."
-    assert rpath(files / "bin" / "hello-cuda") == "$ORIGIN/../lib:$ORIGIN/../lib/hello"
+    assert rpath(files / "bin" / "hello-cuda") == "$ORIGIN/../lib/hello:$ORIGIN/../lib"
     about = json.loads((files / "info" / "about.json").read_text())
     assert about["summary"] == "One CUDA kernel behind a shared library and a CLI"

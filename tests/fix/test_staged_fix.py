@@ -58,6 +58,25 @@ def test_only_the_files_the_build_added_are_fixed(staged: Path) -> None:
     assert rpath_of(staged / EXT).startswith("$ORIGIN/")
 
 
+def test_a_new_file_hard_linked_to_a_host_packages_file_is_fixed_as_its_own_copy(staged: Path) -> None:
+    # a build that `cp -l`s a host library into its own folder: the host file (and the package
+    # cache it is linked from) must keep its bytes
+    host = staged / "lib" / "libhost.so"
+    cache_copy = staged.parent / "pkgs-cache-libhost.so"
+    os.link(host, cache_copy)
+    linked = staged / "lib" / "torch" / "libhost.so"
+    linked.parent.mkdir()
+    os.link(host, linked)
+    before = host.read_bytes()
+
+    report = fix_staged_prefix(staged, "pytorch", build_prefixes=())
+
+    assert "lib/torch/libhost.so" in [f.path for f in report.changed]
+    assert host.read_bytes() == before and cache_copy.read_bytes() == before
+    assert linked.stat().st_ino != host.stat().st_ino
+    assert rpath_of(linked).startswith("$ORIGIN")
+
+
 def test_a_second_run_changes_nothing(staged: Path) -> None:
     fix_staged_prefix(staged, "pytorch", build_prefixes=())
     again = fix_staged_prefix(staged, "pytorch", build_prefixes=())
@@ -119,7 +138,7 @@ def test_the_engines_relocation_is_off_only_while_condapipe_drives_the_build(
 ) -> None:
     recipe = render_model(build_model(_spec()), tmp_path / "recipe").out_dir
     variant = variant_combos(load_yaml((recipe / "conda_build_config.yaml").read_text()))[0]
-    assert v0_meta(recipe, "linux-64", variant, environ={})["build"]["binary_relocation"] is True
+    assert "binary_relocation" not in v0_meta(recipe, "linux-64", variant, environ={})["build"]  # default: on
     driven = v0_meta(recipe, "linux-64", variant, environ={"CONDAPIPE_STAGED_FIX": "/x/launcher"})
     assert driven["build"]["binary_relocation"] is False
     assert "CONDAPIPE_STAGED_FIX" in driven["build"]["script_env"]

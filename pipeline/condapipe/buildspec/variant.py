@@ -36,6 +36,8 @@ class CudaVariant:
     run_constraint: str | None = None  # e.g. "cuda-version >=12.8,<12.9"
     max_gcc: int | None = None  # newest gcc this CUDA's nvcc accepts
     link_overflow_warning: str | None = None  # the 2 GB link risk, when the split cannot avoid it
+    # cuBLAS & co., cuDNN and NCCL are host packages (conda-forge's names), not the machine's
+    host_libraries: bool = False
     # Where this machine's toolkit for this CUDA is, when doctor found one to switch to
     # (/usr/local/cuda-X.Y): a machine fact, so not part of to_dict (no recipe or step input).
     toolkit_root: str | None = field(default=None, compare=False)
@@ -64,6 +66,7 @@ class CudaVariant:
             else None,
             "run_constraint": self.run_constraint,
             "max_gcc": self.max_gcc,
+            "host_libraries": self.host_libraries,
             "link_overflow_warning": self.link_overflow_warning,
         }
 
@@ -128,5 +131,6 @@ def resolve_variant(
         run_constraint=str(info.run_constraint),
         max_gcc=info.max_gcc,
         link_overflow_warning=overflow,
+        host_libraries=info.host_libraries and not system_cudnn,  # a Jetson board's come from JetPack
     )
     return variant, warnings

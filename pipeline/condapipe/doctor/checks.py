@@ -596,6 +596,11 @@ def check_cudnn(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
     for variant in spec.cuda_variants:
         if variant.is_cpu or not variant.cudnn:
             continue
+        if variant.host_libraries:  # the recipe's libcudnn-dev host package, not the machine's
+            res.findings.append(
+                Finding("cudnn", "ok", f"cuDNN {variant.cudnn.split('.')[0]}.x: a host package of the recipe")
+            )
+            continue
         roots = [
             Path(p)
             for p in {str(machine.cuda_roots / f"cuda-{variant.cuda}"), str(machine.cuda_roots / "cuda")}

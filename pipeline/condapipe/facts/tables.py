@@ -73,6 +73,7 @@ class CudaInfo:
     max_arch: str
     except_archs: tuple[str, ...]
     suffixed: tuple[tuple[str, tuple[str, ...]], ...]  # (("a", ("9.0", ...)), ("f", (...)))
+    host_libraries: bool = False  # math libraries, cuDNN, NCCL as host packages (cuda.yaml)
 
 
 @cache
@@ -105,6 +106,7 @@ def _cuda_rows() -> dict[str, CudaInfo]:
             max_arch=str(row["max_arch"]),
             except_archs=tuple(str(a) for a in row["except_archs"]),
             suffixed=tuple((k, tuple(str(c) for c in v)) for k, v in sorted(row["suffixed"].items())),
+            host_libraries=bool(row.get("host_libraries", False)),
         )
     return rows
 
@@ -406,6 +408,12 @@ __all__ = [
 def pypi_conda_names() -> dict[str, str]:
     """PyPI distribution (PEP 503 name) -> conda-forge package name, where the two differ."""
     return dict(_load("wheel_packages.yaml")["names"])
+
+
+def wheel_cuda_libraries() -> dict[str, str | None]:
+    """Conda runtime name of an NVIDIA CUDA library wheel -> its -dev package's name, or None where
+    conda-forge ships one package (wheel_packages.yaml `cuda_libraries`)."""
+    return {name: rule.get("dev") for name, rule in _load("wheel_packages.yaml")["cuda_libraries"].items()}
 
 
 def wheel_dev_links() -> dict[str, dict[str, str]]:

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import stat
 import sys
 import time
 from pathlib import Path
@@ -50,6 +52,36 @@ def new_elf_files(prefix: Path) -> list[str]:
     return [rel for rel in elf_files(prefix) if rel not in installed and not rel.startswith("conda-meta/")]
 
 
+def unshare_host_links(prefix: Path) -> int:
+    """Give each file the build added that is a hard link of a host package's file its own copy,
+    so the fix (an in-place edit) never changes the host file — nor the package cache it is linked
+    from. Runs before the ELF scan, which lists one path per inode. Returns how many were copied."""
+    installed = host_files(prefix)
+    host_inodes = set()
+    for rel in installed:
+        try:
+            st = os.lstat(prefix / rel)
+        except OSError:
+            continue
+        if st.st_nlink > 1 and stat.S_ISREG(st.st_mode):  # never a special file: copying one may hang
+            host_inodes.add((st.st_dev, st.st_ino))
+    if not host_inodes:
+        return 0
+    copied = 0
+    for dirpath, _dirs, names in os.walk(prefix):
+        for name in names:
+            path = Path(dirpath) / name
+            rel = path.relative_to(prefix).as_posix()
+            st = os.lstat(path)
+            if rel in installed or (st.st_dev, st.st_ino) not in host_inodes:
+                continue
+            tmp = path.with_name(f".{name}.condapipe-unshare-{os.getpid()}")
+            shutil.copy2(path, tmp)
+            os.replace(tmp, path)
+            copied += 1
+    return copied
+
+
 def fix_staged_prefix(
     prefix: Path, family: str | None, build_prefixes: tuple[str, ...], jobs: int = 0
 ) -> FixReport:
@@ -62,6 +94,7 @@ def fix_staged_prefix(
     report = FixReport(target=str(prefix), dry_run=False)
     from concurrent.futures import ThreadPoolExecutor
 
+    unshare_host_links(prefix)
     files = new_elf_files(prefix)
     with ThreadPoolExecutor(max_workers=options.workers()) as pool:
         results = list(pool.map(lambda rel: fix_one_file(prefix, rel, options, prefixes, {}), files))
@@ -91,7 +124,7 @@ def write_launcher(folder: Path) -> Path | None:
         f"#!{interpreter} -I\n"
         "# Written by condapipe for its build scripts: the staged fix (condapipe.cli.staged_fix).\n"
         "import sys\n"
-        f"sys.path[:0] = {json.dumps(paths)}\n"
+        f"sys.path[:0] = {paths!r}\n"
         "from condapipe.cli.staged_fix import main\n"
         "sys.exit(main())\n"
     )

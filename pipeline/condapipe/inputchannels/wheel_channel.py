@@ -39,7 +39,9 @@ from packaging.utils import canonicalize_name
 
 from condapipe.errors import EnvironmentProblem, UsageError
 from condapipe.facts.tables import pypi_conda_names, wheel_dev_links
+from condapipe.inputchannels.cuda_wheel_layout import cuda_library_packages, is_cuda_library
 from condapipe.inputchannels.wheel_bytecode import bytecode_files
+from condapipe.inputchannels.wheel_package import WheelPackage
 from condapipe.package.channel_index import index_channel
 from condapipe.package.conda_writer import PREFIX_PLACEHOLDER, PackageFile, index_json, write_conda
 from condapipe.package.safe_extract import STREAM_ERRORS, Budget, Limits
@@ -125,17 +127,6 @@ def write_python_package(dest_dir: Path, subdir: str) -> Path:
 
 
 # ------------------------------------------------------------------------------- wheels
-
-
-@dataclass(frozen=True)
-class WheelPackage:
-    name: str  # conda name
-    version: str
-    build: str
-    depends: tuple[str, ...]
-    license: str
-    files: tuple[PackageFile, ...]
-    origin: str
 
 
 def conda_name(pypi_name: str) -> str:
@@ -442,8 +433,12 @@ def make_wheel_channel(
         links = dev_links(pkg.name, pkg.version, listings, pkg.origin)
         if links:
             pkg = replace(pkg, files=tuple(sorted((*pkg.files, *links), key=lambda f: f.path)))
+        packages = [pkg]
+        if is_cuda_library(pkg.name):  # conda-forge's layout and split (wheel_packages.yaml)
+            packages = cuda_library_packages(pkg, target.site_packages, target.dependency)
         try:
-            written.append(write_wheel_package(pkg, channel_dir / subdir, subdir))
+            for one in packages:
+                written.append(write_wheel_package(one, channel_dir / subdir, subdir))
         except UsageError:
             raise
         except (zipfile.BadZipFile, EOFError, zlib.error) as exc:  # a member damaged past its header

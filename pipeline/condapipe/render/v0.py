@@ -78,7 +78,8 @@ def meta_yaml(model: RecipeModel) -> str:
         lines.append(_line(4, f"- {scalar(model.down_prioritize.feature)}", model.down_prioritize.when))
     if model.staged_fix_family:
         # off while condapipe's fix runs in build.sh (condapipe.fix.staged), on for anyone else
-        lines.append(f'  binary_relocation: {{{{ environ.get("{STAGED_FIX_ENV}", "") == "" }}}}')
+        # (a selector, not Jinja: the line stays plain YAML for anything that reads meta.yaml unrendered)
+        lines.append(f'  binary_relocation: false  # [environ.get("{STAGED_FIX_ENV}", "") != ""]')
     passed = (*model.script.passthrough, *staged_fix_env(model), *model.script.secrets)
     if passed:
         lines.append("  script_env:")

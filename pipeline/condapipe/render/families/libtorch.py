@@ -125,6 +125,8 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         split_cuda_read=series.build_split_cuda,
         env_by_cuda=catalog.env_by_cuda,
         system_cudnn=bool(spec.jetson),
+        # libtorch has no cuda_host_libraries yet: its CUDA builds link the machine's libraries
+        host_library_cudas=[],
         launchers_as_args=True,
         answers_launcher_searches=True,
         **compile_cache_values("${PKG_NAME}-${PKG_VERSION}-${build_tag}"),

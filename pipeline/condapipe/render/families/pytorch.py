@@ -181,6 +181,27 @@ def _python_when(specifier: str | None, pythons: Sequence[str]) -> When | None:
     return ALWAYS if len(matching) == len(pythons) else When(python=specifier)
 
 
+def cuda_library_deps(spec: BuildSpec, data: dict, section: str, variants: int) -> list[Dep]:
+    """The family's `cuda_host_libraries` (host or run) for each CUDA variant that takes its
+    libraries from packages, each spec filled in for that variant (its CUDA, its cuDNN major)."""
+    deps: list[Dep] = []
+    for variant in spec.cuda_variants:
+        if variant.is_cpu or not variant.host_libraries:
+            continue
+        when = ALWAYS if variants == 1 else When(cuda=(variant.cuda,))
+        major = (variant.cudnn or "").split(".")[0]
+        for item in data["cuda_host_libraries"][section]:
+            if "{cudnn_major}" in item and not major:
+                continue
+            deps.append(Dep(item.format(cuda=variant.cuda, cudnn_major=major), when))
+    return deps
+
+
+def host_library_cudas(spec: BuildSpec) -> list[str]:
+    """The CUDA versions of the spec whose libraries are host packages (build.sh's case list)."""
+    return [v.cuda for v in spec.cuda_variants if not v.is_cpu and v.host_libraries]
+
+
 def _requirements(spec: BuildSpec, series: tables.PytorchInfo, rows: list[dict[str, str]]) -> Requirements:
     data = family_data("pytorch")
     blas = data["blas"][spec.blas]
@@ -201,6 +222,7 @@ def _requirements(spec: BuildSpec, series: tables.PytorchInfo, rows: list[dict[s
     host += [_on_platforms(d, blas.get("platforms", ())) for d in blas_host]
     if cuda_values and has_magma(spec):
         host.append(Dep("{{ magma_package }}", on_cuda))
+    host += cuda_library_deps(spec, data, "host", len(rows))
 
     # What the build compiled against and links at run time: numpy's C API and MKL, in the range
     # their run_exports give (data/run_exports.yaml), never looser than what the binary needs.
@@ -220,6 +242,7 @@ def _requirements(spec: BuildSpec, series: tables.PytorchInfo, rows: list[dict[s
             run.append(_on_platforms(Dep(dep.spec, when), platforms))
     if cuda_values and not spec.jetson:
         run.append(Dep("{{ cuda_run_constraint }}", on_cuda))
+    run += cuda_library_deps(spec, data, "run", len(rows))
 
     # Mutex scheme of builder#823, as constraints: pytorch-mutex and cpuonly exist only in PyTorch's
     # frozen channel, so the package needs neither (it installs from conda-forge alone, where the
@@ -315,6 +338,7 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         build_command=_build_command(series.build_command),
         **_forwarding(data["setup_py_forwards"]),
         system_cudnn=bool(spec.jetson),
+        host_library_cudas=host_library_cudas(spec),
         launchers_as_args=False,
         answers_launcher_searches=True,
         **compile_cache_values("${PKG_NAME}-${PKG_VERSION}-${build_tag}"),

@@ -1,0 +1,138 @@
+"""NVIDIA's CUDA library wheels become conda-forge's packages of the same libraries.
+
+A recipe asks for conda-forge's names (libcublas-dev, libcudnn-dev, nccl, ...) and finds headers and
+libraries in the prefix's include/ and lib/; `condapipe wheels` must give a machine without a conda
+channel the same packages, with the same files in the same places, from the real wheels (the small
+ones: nvidia-cuda-runtime, nvidia-nvtx, nvidia-nvml-dev, downloaded once with pip into the cache
+the upstream tests share).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from functools import cache
+from pathlib import Path
+
+import pytest
+from e2e_helpers import condapipe, install
+
+from condapipe.facts.families import family_facts
+from condapipe.facts.tables import pypi_conda_names, wheel_cuda_libraries
+from condapipe.inputchannels.wheel_channel import conda_dependency, running_python
+
+CACHE = Path(os.environ.get("CONDAPIPE_UPSTREAM_CACHE", Path.home() / ".cache" / "condapipe-upstream"))
+# The CUDA 13.0 runtime, and two CUDA 13 libraries: one split in two (nvtx), one that is one
+# package on conda-forge (nvml-dev: headers only).
+WHEELS = ("nvidia-cuda-runtime==13.0.96", "nvidia-nvtx==13.5.25", "nvidia-nvml-dev==13.0.87")
+PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64")
+
+
+@cache
+def real_wheels() -> Path:
+    folder = CACHE / "wheels" / "nvidia-cu13-small"
+    folder.mkdir(parents=True, exist_ok=True)
+    for spec in WHEELS:
+        name = spec.split("==")[0].replace("-", "_")
+        if list(folder.glob(f"{name}-*.whl")):
+            continue
+        argv = [sys.executable, "-m", "pip", "download", spec, "--no-deps", "--only-binary=:all:",
+                "--python-version", "3.12", "-d", str(folder), "-q"]  # fmt: skip
+        for platform in PLATFORMS:
+            argv += ["--platform", platform]
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        assert done.returncode == 0, f"pip download {spec}: {done.stderr[-400:]}"
+    return folder
+
+
+@pytest.fixture(scope="module")
+def channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("cuda-channel") / "ch"
+    code, _, err = condapipe(
+        "wheels", *map(str, sorted(real_wheels().glob("*.whl"))), "--to", str(out), cwd=out.parent
+    )
+    assert code == 0, err
+    return out
+
+
+def _elf_soname(path: Path) -> bytes:
+    data = path.read_bytes()
+    assert data[:4] == b"\x7fELF", path
+    return data
+
+
+def test_a_dev_package_brings_headers_links_and_its_runtime_into_the_prefix(
+    channel: Path, tmp_path: Path
+) -> None:
+    prefix = tmp_path / "env"
+    names = install(channel, ["cuda-cudart-dev", "cuda-nvtx-dev", "cuda-nvml-dev"], prefix, tmp_path / "c")
+    assert names == ["cuda-cudart", "cuda-cudart-dev", "cuda-nvml-dev", "cuda-nvtx", "cuda-nvtx-dev"]
+    for header in ("cuda_runtime.h", "cuda_runtime_api.h", "nvml.h", "nvtx3/nvToolsExt.h"):
+        assert (prefix / "include" / header).is_file(), header
+    link = prefix / "lib" / "libcudart.so"  # what a linker's -lcudart and CMake's find_library need
+    assert link.is_symlink() and os.readlink(link) == "libcudart.so.13"
+    assert b"libcudart.so.13" in _elf_soname(prefix / "lib" / "libcudart.so.13")
+    assert (prefix / "lib" / "libcudart_static.a").is_file()  # static archives: build-time only
+    assert (prefix / "share" / "licenses" / "cuda-cudart" / "License.txt").is_file()
+    # nothing is left in the wheels' own layout, and no Python is needed for any of it
+    assert not list(prefix.glob("lib/python*")) and "python" not in names
+
+
+def test_the_runtime_package_holds_what_runs_and_nothing_a_build_reads(channel: Path, tmp_path: Path) -> None:
+    prefix = tmp_path / "env"
+    assert install(channel, ["cuda-cudart", "cuda-nvtx"], prefix, tmp_path / "c") == [
+        "cuda-cudart",
+        "cuda-nvtx",
+    ]
+    libs = sorted(p.name for p in (prefix / "lib").iterdir())
+    assert libs == ["libcudart.so.13", "libnvtx3interop.so.1"]
+    assert not (prefix / "include").exists()
+
+
+def test_the_dev_package_pins_its_runtime_to_the_same_build(channel: Path) -> None:
+    import json
+
+    repodata = json.loads((channel / "linux-64" / "repodata.json").read_text())
+    records = {r["name"]: r for r in repodata["packages.conda"].values()}
+    assert records["cuda-cudart-dev"]["depends"] == ["cuda-cudart ==13.0.96 pypi_wheel_0"]
+    assert records["cuda-cudart"]["depends"] == [] and records["cuda-nvml-dev"]["depends"] == []
+    assert records["cuda-nvtx"]["version"] == "13.5.25"
+
+
+def test_requirements_between_nvidia_wheels_become_conda_forges_runtime_names() -> None:
+    target = running_python()
+    # nvidia-cusolver requires these; nvidia-cudnn-cu13 requires nvidia-cublas
+    assert conda_dependency("nvidia-cublas", target) == "libcublas"
+    assert conda_dependency("nvidia-cusparse", target) == "libcusparse"
+    assert conda_dependency("nvidia-nvjitlink", target) == "libnvjitlink"
+    assert conda_dependency("nvidia-cuda-nvrtc", target) == "cuda-nvrtc"
+
+
+def test_every_cuda_library_the_pytorch_recipe_asks_for_can_come_from_a_wheel() -> None:
+    """The recipe's host and run names (recipes/pytorch/family.yaml cuda_host_libraries) are all
+    packages `condapipe wheels` makes; cuda-version is conda-forge's metapackage, no library."""
+    runtimes = set(wheel_cuda_libraries())
+    assert runtimes <= set(pypi_conda_names().values())  # some wheel is named for each
+    made = runtimes | {dev for dev in wheel_cuda_libraries().values() if dev}
+    wanted = family_facts("pytorch")["cuda_host_libraries"]
+    for item in [*wanted["host"], *wanted["run"]]:
+        name = item.split()[0]
+        assert name == "cuda-version" or name in made, item
+
+
+def test_a_wheel_named_like_nvidias_but_laid_out_otherwise_is_refused(tmp_path: Path) -> None:
+    wheels = tmp_path / "w"
+    wheels.mkdir()
+    info = "nvidia_cublas-13.0.0.19.dist-info"
+    with zipfile.ZipFile(wheels / "nvidia_cublas-13.0.0.19-py3-none-manylinux_2_27_x86_64.whl", "w") as z:
+        z.writestr("cublas.py", "X = 1\n")
+        z.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: nvidia-cublas\nVersion: 13.0.0.19\n")
+        z.writestr(
+            f"{info}/WHEEL",
+            "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: py3-none-manylinux_2_27_x86_64\n",
+        )
+        z.writestr(f"{info}/RECORD", "")
+    code, _, err = condapipe("wheels", str(wheels), "--to", str(tmp_path / "ch"), cwd=tmp_path)
+    assert code == 2 and "not under nvidia/<library>/" in err and len(err.strip().splitlines()) == 1
