@@ -17,6 +17,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+from condapipe.facts.families import DoctorNeeds, profile
 from condapipe.safe_paths import env_file
 
 LEVELS = ("ok", "info", "warn", "block")
@@ -101,6 +102,6 @@ def doctor_data() -> dict[str, Any]:
     return YAML(typ="safe").load(text)
 
 
-def family_facts(package: str) -> dict[str, Any]:
-    data = doctor_data()
-    return {**data["default_family"], **data["families"].get(package, {})}
+def family_needs(package: str) -> DoctorNeeds:
+    """What the family's profile says doctor checks a machine against (its `doctor:` section)."""
+    return profile(package).doctor

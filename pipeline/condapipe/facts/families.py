@@ -2,10 +2,15 @@
 
 A family is one line of recipes/families.yaml (its profile folder under recipes/ and the render
 builder it uses) plus that folder's family.yaml, its profile: what spec validation requires
-(`spec:`), its `condapipe fix` rpath rules (`rpath:`), the families a plan builds before it
-(`prerequisites:`), its upload ranks (`upload_rank:`) and the facts its render builder reads (the
-rest of the file). Adding a family touches its folder and that one line; every stage reads families
-here, and nothing below render asks render which families exist.
+(`spec:`), its `condapipe fix` rpath rules (`rpath:`), the families a plan builds before it and on
+which platforms (`prerequisites:`), its upload ranks (`upload_rank:`), what doctor checks a
+machine against and where its measured build costs are (`doctor:`), the libraries its packages
+provide to packages that depend on them (`linkage:`), the Jetson boards it takes
+(`jetson_boards:`), the patch catalog entries it applies (`patches:`) and the facts its render
+builder reads (the rest of the file). Adding a family touches its folder and that one line; every
+stage reads families here, and nothing below render asks render which families exist. A profile
+that leaves out a section or a key is refused when the registry is read: no family falls back
+silently to another's figures.
 
 The profiles come from the installed condapipe.recipes, or from the folder given to
 `recipes_root(...)` (a folder laid out like recipes/: a family under development, a test's
@@ -33,8 +38,21 @@ from condapipe.facts import tables
 REGISTRY_FILE = "families.yaml"
 PROFILE_FILE = "family.yaml"
 # Every profile states each of these (an empty one as {} or []): nothing falls back silently.
-SECTIONS = ("spec", "rpath", "prerequisites", "upload_rank")
+SECTIONS = (
+    "spec",
+    "rpath",
+    "prerequisites",
+    "upload_rank",
+    "doctor",
+    "linkage",
+    "jetson_boards",
+    "patches",
+)
 RPATH_KEYS = ("extra_rpaths", "dirs", "vendor_dir")
+PREREQUISITE_KEYS = ("family", "platforms")
+DOCTOR_KEYS = ("min_ram_gib", "disk_gib", "build_costs", "cmake_min", "cmake4_policy")
+LINKAGE_KEYS = ("packages", "libraries")
+PATCHES_KEYS = ("upstream", "index")
 
 
 @dataclass(frozen=True)
@@ -58,6 +76,43 @@ SPEC_KEYS = tuple(f.name for f in fields(FamilyRules))
 
 
 @dataclass(frozen=True)
+class Prerequisite:
+    """A family a plan builds before this one, once per CUDA variant, on the listed platforms only
+    (elsewhere there is no package of it and the recipe does without it)."""
+
+    family: str
+    platforms: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DoctorNeeds:
+    """What `condapipe doctor` checks a machine against for one variant of the family."""
+
+    min_ram_gib: float  # below this even MAX_JOBS=1 is expected to be killed by the OOM killer
+    disk_gib: Mapping[str, float]  # per variant kind (cuda, cpu), when no measured costs exist
+    build_costs: Path | None  # the measured figures (a YAML file), or None
+    cmake_min: tuple[tuple[str, str], ...]  # (PEP 440 range of the family's version, oldest CMake)
+    cmake4_policy: bool  # CMake >= 4 needs CMAKE_POLICY_VERSION_MINIMUM for its CMakeLists
+
+
+@dataclass(frozen=True)
+class Linkage:
+    """The libraries a family's packages provide to a package whose run requirements name them."""
+
+    packages: tuple[str, ...]  # globs of the dependency names that carry them (conda-forge's too)
+    libraries: tuple[str, ...]  # globs of the DT_NEEDED names they provide
+
+
+@dataclass(frozen=True)
+class PatchSource:
+    """Which patch catalog entries a family's builds get: those whose `package` is `upstream`, in the
+    catalog `index` (None: condapipe's own patches/index.yaml). An empty `upstream`: none."""
+
+    upstream: str
+    index: Path | None
+
+
+@dataclass(frozen=True)
 class FamilyProfile:
     """One family, as its registry line and profile folder describe it."""
 
@@ -67,9 +122,20 @@ class FamilyProfile:
     path: Path  # the profile folder itself
     rules: FamilyRules
     rpath: Mapping[str, Any]  # extra_rpaths, dirs ({glob, rpath}), vendor_dir
-    prerequisites: tuple[str, ...]  # families a plan builds first, once per CUDA variant
+    prerequisites: tuple[Prerequisite, ...]  # families a plan builds first, once per CUDA variant
     upload_ranks: tuple[tuple[str, int], ...]  # (package-name glob, rank)
+    doctor: DoctorNeeds
+    linkage: Linkage
+    jetson_boards: tuple[str, ...]  # globs of the `--jetson` boards it takes (empty: none)
+    patches: PatchSource
     facts: Mapping[str, Any]  # the rest of family.yaml: what the render builder reads
+
+    def prerequisites_on(self, platform: str) -> tuple[str, ...]:
+        """The families a plan for `platform` builds before this one."""
+        return tuple(p.family for p in self.prerequisites if platform in p.platforms)
+
+    def takes_board(self, board: str) -> bool:
+        return any(fnmatchcase(board, pattern) for pattern in self.jetson_boards)
 
 
 @dataclass(frozen=True)
@@ -90,6 +156,11 @@ _roots: list[Path] = []  # recipes_root() overrides, innermost last
 def recipes_dir() -> Path:
     """The folder the registry and profiles are read from (the installed recipes/ by default)."""
     return _roots[-1] if _roots else Path(str(resources.files("condapipe.recipes")))
+
+
+def recipes_override() -> Path | None:
+    """The folder `recipes_root(...)` put in place of the installed recipes/, or None."""
+    return _roots[-1] if _roots else None
 
 
 @contextmanager
@@ -149,6 +220,75 @@ def _rules(name: str | None, raw: dict[str, Any]) -> FamilyRules:
     )
 
 
+def _keys(value: Any, keys: tuple[str, ...], where: str) -> dict[str, Any]:
+    """A mapping that states exactly `keys`."""
+    raw = _mapping(value, where)
+    _unknown_keys(raw, keys, where)
+    missing = [k for k in keys if k not in raw]
+    if missing:
+        raise UsageError(f"{where}: no {', '.join(missing)} (every key is stated)")
+    return raw
+
+
+def _strings(value: Any, where: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise UsageError(f"{where}: expected a list")
+    return tuple(str(v) for v in value)
+
+
+def _prerequisites(value: Any, where: str) -> tuple[Prerequisite, ...]:
+    out = []
+    for item in value or []:
+        raw = _keys(item, PREREQUISITE_KEYS, f"{where} entry")
+        out.append(Prerequisite(str(raw["family"]), _strings(raw["platforms"], f"{where} platforms")))
+    return tuple(out)
+
+
+def _doctor(value: Any, folder: Path, where: str) -> DoctorNeeds:
+    raw = _keys(value, DOCTOR_KEYS, where)
+    disk = _keys(raw["disk_gib"], ("cuda", "cpu"), f"{where} disk_gib")
+    costs = raw["build_costs"]
+    # A file relative to the folder: its own, or another family's of the same tree (../pytorch/...).
+    costs_file = (folder / str(costs)).resolve() if costs is not None else None
+    if costs_file is not None and not (
+        costs_file.is_relative_to(folder.parent.resolve()) and costs_file.is_file()
+    ):
+        raise UsageError(f"{where}: build_costs {costs!r}: no file {costs_file} in the recipes folder")
+    return DoctorNeeds(
+        min_ram_gib=float(raw["min_ram_gib"]),
+        disk_gib=MappingProxyType({k: float(v) for k, v in disk.items()}),
+        build_costs=costs_file,
+        cmake_min=tuple(
+            (str(k), str(v)) for k, v in _mapping(raw["cmake_min"], f"{where} cmake_min").items()
+        ),
+        cmake4_policy=bool(raw["cmake4_policy"]),
+    )
+
+
+def _linkage(value: Any, where: str) -> Linkage:
+    if not value:
+        return Linkage((), ())
+    raw = _keys(value, LINKAGE_KEYS, where)
+    return Linkage(
+        _strings(raw["packages"], f"{where} packages"), _strings(raw["libraries"], f"{where} libraries")
+    )
+
+
+def _patches(value: Any, folder: Path, where: str) -> PatchSource:
+    if not value:
+        return PatchSource("", None)
+    raw = _mapping(value, where)
+    _unknown_keys(raw, PATCHES_KEYS, where)
+    if not raw.get("upstream"):
+        raise UsageError(f"{where}: names no upstream (the catalog's `package` of its entries)")
+    index = folder / str(raw["index"]) if raw.get("index") else None
+    if index is not None and not index.is_file():
+        raise UsageError(f"{where}: index {raw['index']!r}: no file {index}")
+    return PatchSource(str(raw["upstream"]), index)
+
+
 def _profile(name: str, entry: Any, root: Path, defaults: Mapping[str, Any]) -> FamilyProfile:
     where = f"{root / REGISTRY_FILE}: {name}"
     entry = _mapping(entry, where)
@@ -178,8 +318,12 @@ def _profile(name: str, entry: Any, root: Path, defaults: Mapping[str, Any]) -> 
         path=path,
         rules=_rules(name, {**defaults["spec"], **spec}),
         rpath=MappingProxyType({**defaults["rpath"], **rpath}),
-        prerequisites=tuple(str(p) for p in raw["prerequisites"] or ()),
+        prerequisites=_prerequisites(raw["prerequisites"], f"{file}: prerequisites"),
         upload_ranks=tuple(ranks),
+        doctor=_doctor(raw["doctor"], path, f"{file}: doctor"),
+        linkage=_linkage(raw["linkage"], f"{file}: linkage"),
+        jetson_boards=_strings(raw["jetson_boards"], f"{file}: jetson_boards"),
+        patches=_patches(raw["patches"], path, f"{file}: patches"),
         facts=MappingProxyType({k: v for k, v in raw.items() if k not in SECTIONS}),
     )
 
@@ -196,7 +340,9 @@ def load_registry(root: Path) -> Registry:
         for name, entry in _mapping(data.get("families"), f"{root / REGISTRY_FILE}: families").items()
     }
     for profile in profiles.values():
-        unknown = [p for p in profile.prerequisites if p not in profiles or p == profile.name]
+        unknown = [
+            p.family for p in profile.prerequisites if p.family not in profiles or p.family == profile.name
+        ]
         if unknown:
             raise UsageError(f"{profile.path / PROFILE_FILE}: prerequisites {unknown} are no other family")
     return Registry(

@@ -18,6 +18,7 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from condapipe.errors import UsageError
+from condapipe.facts import families as family_registry
 from condapipe.facts import tables
 
 
@@ -121,8 +122,13 @@ def profile(board: str, cuda: str | None = None) -> JetsonProfile:
     )
 
 
-def families() -> tuple[str, ...]:
-    return tuple(_table()["families"])
+def families(board: str | None = None) -> tuple[str, ...]:
+    """The families whose profile takes `board` (`jetson_boards:`), or any board when None."""
+    return tuple(
+        p.name
+        for p in family_registry.profiles()
+        if (p.takes_board(board) if board is not None else bool(p.jetson_boards))
+    )
 
 
 def apply_profile(
@@ -138,6 +144,9 @@ def apply_profile(
         raise UsageError(f"--jetson does not apply to {package}; it applies to {' '.join(families())}")
     if board not in boards():
         raise UsageError(f"unknown Jetson board {settings['jetson']!r}; valid: {' '.join(boards())}")
+    if package not in families(board):
+        takes = [b for b in boards() if family_registry.profile(package).takes_board(b)]
+        raise UsageError(f"{package} does not build for the {board} board; its boards: {' '.join(takes)}")
     raw = settings.get("cuda")
     cudas = [raw] if isinstance(raw, str) else list(raw or [])
     cudas = [c for item in cudas for c in str(item).replace(",", " ").split()]

@@ -81,12 +81,14 @@ def families() -> tuple[str, ...]:
 
 
 def rules_for(family: str | None) -> RpathRules:
-    """Rules of a package family (its profile's `rpath:`); a package of no family (None, "default",
-    a name outside the registry) gets the registry's default rules."""
-    if family is not None and family in known_packages():
-        table, name = profile(family).rpath, family
-    else:
+    """Rules of a package family (its profile's `rpath:`); a package of no family (None or
+    "default": a recipe dir's package, `condapipe fix` without --family) gets the registry's
+    default rules. A name outside the registry is a UsageError: a misspelt family must not be
+    fixed with another's rules."""
+    if family is None or family == "default":
         table, name = default_rpath(), "default"
+    else:
+        table, name = profile(family).rpath, family
     return RpathRules(
         family=name,
         extra_rpaths=tuple(table.get("extra_rpaths", [])),

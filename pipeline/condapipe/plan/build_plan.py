@@ -209,25 +209,13 @@ def _label(spec: BuildSpec) -> str:
     return "-".join(p for p in parts if p)
 
 
-def _uses_prerequisite(spec: BuildSpec, family: str) -> bool:
-    """Whether this spec's recipe needs the prerequisite (e.g. not on a platform with no package of it).
-
-    The family's builder module decides through `has_<prerequisite>(spec)` when it defines one.
-    """
-    from condapipe.render.families import family_for
-
-    check = getattr(family_for(spec.package), f"has_{family.replace('-', '_')}", None)
-    return bool(check(spec)) if callable(check) else True
-
-
 def family_jobs(spec: BuildSpec, companions: Sequence[str] = ()) -> list[Job]:
     """Prerequisite jobs (once per CUDA), one job per variant of `spec`, then one job per variant
     of each companion family (`--with`), each needing the variant of `spec` it is built against."""
     jobs: list[Job] = []
     prereq_labels: dict[str, list[str]] = {}
-    for family in profile(spec.package).prerequisites:
-        if not _uses_prerequisite(spec, family):
-            continue
+    # The profile says on which platforms each prerequisite exists (no magma-cudaXY for aarch64).
+    for family in profile(spec.package).prerequisites_on(spec.platform):
         for variant in spec.cuda_variants:
             if variant.is_cpu:
                 continue

@@ -7,7 +7,7 @@ Checks, each producing readable errors (defects) or warnings:
   mentions a build prefix or work directory (declared prefix placeholders excepted);
   no symlink points to an absolute path;
 - every `DT_NEEDED` resolves inside the package (through the file's rpath), to a run
-  dependency (data/linkage.yaml), or to the platform allowlist;
+  dependency (data/linkage.yaml, a family profile's `linkage:`), or to the platform allowlist;
 - the `.nv_fatbin` SASS/PTX archs of each ELF cover the requested arch list (missing:
   error, extra: warning); in static libraries (libmagma.a) every member object with device
   code must cover it. Without an explicit list the package's own promise is checked: the
@@ -36,6 +36,7 @@ from condapipe.elf.rpath_entries import ORIGIN_PREFIXES, split_rpath
 from condapipe.elf.scan import elf_files
 from condapipe.errors import UsageError
 from condapipe.facts.arch import ArchList
+from condapipe.facts.families import profiles
 from condapipe.facts.promise import package_promise
 from condapipe.hashing import hash_file
 from condapipe.package import tree_record
@@ -98,12 +99,16 @@ def system_libs(platform: str) -> tuple[str, ...]:
 
 
 def dependency_libs(depends: list[str]) -> tuple[str, ...]:
-    """Needed-name globs provided by the run dependencies (`depends` match specs)."""
+    """Needed-name globs provided by the run dependencies (`depends` match specs): data/linkage.yaml
+    for other projects' packages, each family's profile (`linkage:`) for condapipe's own."""
     table = _linkage()["dependency_libs"]
     out: list[str] = []
     for spec in depends:
         name = re.split(r"[\s<>=!~]", spec.strip(), maxsplit=1)[0]
         out.extend(table.get(name, []))
+        for family in profiles():
+            if any(fnmatchcase(name, pattern) for pattern in family.linkage.packages):
+                out.extend(family.linkage.libraries)
     return tuple(out)
 
 

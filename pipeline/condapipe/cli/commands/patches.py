@@ -12,6 +12,7 @@ from condapipe.buildspec.build_spec import PLATFORMS
 from condapipe.cli.flags import json_option, single_cuda_option
 from condapipe.cli.output import console, print_json
 from condapipe.errors import BuildFailed, UsageError
+from condapipe.facts.families import known_packages, profile
 from condapipe.render.patch_catalog import (
     Catalog,
     PatchEntry,
@@ -33,6 +34,21 @@ def _parse_for(text: str) -> tuple[str, str | None]:
         parse_version(version.strip())
         return name, version.strip()
     return name, None
+
+
+def _catalog_for(target: str | None, catalog_path: Path | None) -> tuple[Catalog, str | None]:
+    """The catalog and target a build of a family reads: its profile's `patches:` (libtorch builds
+    get upstream pytorch's entries; a family with an index of its own, that index); --catalog wins."""
+    if target is not None:
+        name, version = _parse_for(target)
+        if name in known_packages():
+            source = profile(name).patches
+            if not source.upstream:
+                raise UsageError(f"{name} applies no patches (its profile's `patches:` is empty)")
+            if catalog_path is None:
+                catalog_path = source.index
+            target = f"{source.upstream}=={version}" if version else source.upstream
+    return load_catalog(catalog_path), target
 
 
 def _select(
@@ -134,8 +150,8 @@ def list_cmd(
 ) -> None:
     """Show the catalog, or what applies to one build (PACKAGE --version V) and why."""
     target = _target(package, version, target)
-    catalog = load_catalog(catalog_path)
-    entries = _select(catalog, target, cuda, platform, board)
+    catalog, selected = _catalog_for(target, catalog_path)
+    entries = _select(catalog, selected, cuda, platform, board)
     if as_json:
         print_json(
             {"for": target, "cuda": cuda, "platform": platform, "entries": [e.to_dict() for e in entries]}
@@ -182,8 +198,8 @@ def check_cmd(
         raise UsageError("patches check needs PACKAGE --version V (e.g. pytorch --version 1.13.0)")
     if not source.is_dir():
         raise UsageError(f"--source {source} is not a directory")
-    catalog = load_catalog(catalog_path)
-    entries = _select(catalog, target, cuda, platform, board)
+    catalog, selected = _catalog_for(target, catalog_path)
+    entries = _select(catalog, selected, cuda, platform, board)
     results = check_entries(entries, source)
     failed = [r for r in results if r.status == FAILS]
     if as_json:

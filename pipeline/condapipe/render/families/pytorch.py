@@ -22,6 +22,7 @@ from condapipe.buildspec.build_spec import BuildSpec, CudaVariant
 from condapipe.buildspec.compile_cache import sccache_env_names
 from condapipe.errors import UsageError
 from condapipe.facts import tables
+from condapipe.facts.families import profile
 from condapipe.facts.run_exports import run_spec
 from condapipe.render.families._common import (
     PYTHON_RUN,
@@ -120,8 +121,9 @@ def platform_rows(spec: BuildSpec, rows: list[dict[str, str]]) -> list[dict[str,
 
 
 def has_magma(spec: BuildSpec, family: str = "pytorch") -> bool:
-    """Whether the target platform has magma-cudaXY packages (CUDA variants then link magma)."""
-    return spec.platform in family_data(family).get("magma_platforms", [])
+    """Whether the family's CUDA variants link magma on the target platform: its profile's
+    prerequisites name magma there (where magma-cudaXY packages exist; the plan builds it first)."""
+    return "magma" in profile(family).prerequisites_on(spec.platform)
 
 
 def missing_dso_allowlist(spec: BuildSpec, data: dict) -> tuple[str, ...]:
