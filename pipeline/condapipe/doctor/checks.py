@@ -89,11 +89,27 @@ def _vkey(text: str) -> tuple[int, ...]:
 # ---------------------------------------------------------------- nvcc
 
 
+# What each nvcc said, by the binary's identity: planning a build asks for the machine's toolkits
+# (the --cuda default) and doctor checks them, and each nvcc is started once per process. A binary
+# replaced or edited in place (another inode, size or mtime) is asked again.
+_NVCC_SEEN: dict[tuple[str, int, int, int], str | None] = {}
+
+
 def nvcc_version(nvcc: str, machine: Machine) -> str | None:
     """ "13.0" from `nvcc --version` ("Cuda compilation tools, release 13.0, V13.0.88")."""
-    out = _run([nvcc, "--version"], machine)
-    m = re.search(r"release (\d+\.\d+)", out or "")
-    return m.group(1) if m else None
+    try:
+        real = os.path.realpath(nvcc)
+        st = os.stat(real)
+    except OSError:
+        return None
+    key = (real, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _NVCC_SEEN:
+        out = _run([nvcc, "--version"], machine)
+        m = re.search(r"release (\d+\.\d+)", out or "")
+        if out is None:  # a timeout or a failure is not remembered: the next ask tries again
+            return None
+        _NVCC_SEEN[key] = m.group(1) if m else None
+    return _NVCC_SEEN[key]
 
 
 def check_nvcc(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:

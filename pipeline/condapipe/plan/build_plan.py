@@ -32,6 +32,7 @@ from condapipe.plan.code_inputs import code_digest, tree_digest
 from condapipe.plan.jobs import Job, PlanOptions
 from condapipe.plan.runner import Plan, Step
 from condapipe.plan.state import STATE_FILE, StateFile
+from condapipe.render.recipe_dir import family_model
 
 # ---------------------------------------------------------------- fingerprints
 
@@ -321,7 +322,14 @@ def _published_before(job: Job, options: PlanOptions) -> bool:
 
 
 def make_plan_for_jobs(jobs: Sequence[Job], options: PlanOptions, request: dict[str, Any]) -> Plan:
-    """Steps for each job; prerequisites found in a channel in use are planned as skipped."""
+    """Steps for each job; prerequisites found in a channel in use are planned as skipped. Each
+    family job's recipe model is built here, once, and carried by the job."""
+    jobs = [
+        dataclasses.replace(job, model=family_model(job.spec))
+        if job.spec is not None and job.model is None
+        else job
+        for job in jobs
+    ]
     steps: list[Step] = []
     notes: list[str] = []
     skipped_jobs: set[str] = set()
@@ -406,7 +414,7 @@ def _job_steps(job: Job, options: PlanOptions, skip: str | None, skipped_jobs: s
                 title=f"render the {spec.package} recipe (both formats)",
                 # "code" covers the render modules, data/, and the recipe templates and patches.
                 inputs={"spec": spec_inputs(spec), "code": code_digest("render")},
-                action=act.render_action(spec, label),
+                action=act.render_action(job.model or family_model(spec), spec, label),
                 skip_reason=skip,
                 package=label,
             )
@@ -514,7 +522,5 @@ def _dso_allowlist(job: Job) -> tuple[str, ...]:
     soname globs for verify: e.g. JetPack's libcudart on a Jetson build is linked but not shipped."""
     if job.spec is None:
         return ()
-    from condapipe.render.families import family_for
-
-    model = family_for(job.spec.package).build_model(job.spec)
+    model = job.model or family_model(job.spec)
     return tuple(sorted({pattern.rsplit("/", 1)[-1] for pattern in model.missing_dso_allowlist}))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.engines.logs import LineSink
+from condapipe.render.model import RecipeModel
 
 
 @dataclass(frozen=True)
@@ -53,3 +54,6 @@ class Job:
     platform: str | None = None
     pythons: tuple[str, ...] = ()  # a recipe directory's --python variants (a spec carries its own)
     variant_files: tuple[Path, ...] = ()  # a recipe directory's -m files, read after its own
+    # The recipe model of `spec`, built once when the plan is made (condapipe.plan.build_plan):
+    # the plan's allowlist, the resolve step and the render step all read this one.
+    model: RecipeModel | None = field(default=None, compare=False, repr=False)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from condapipe.facts.arch import ArchList
     from condapipe.plan.jobs import Job, PlanOptions
     from condapipe.publish.upload_result import FileOutcome
+    from condapipe.render.model import RecipeModel
 
 Action = Callable[[StepContext], StepOutcome]
 
@@ -50,12 +51,15 @@ def _note_skipped(ctx: StepContext, step_id: str) -> dict[str, list[str]]:
     return {"skipped": skipped} if skipped else {}
 
 
-def render_action(spec: BuildSpec, label: str) -> Action:
+def render_action(model: RecipeModel, spec: BuildSpec, label: str) -> Action:
+    """Write the job's recipe model (built once, when the plan was made) into its recipe dir, once
+    its --source is checked on this machine."""
+
     def run(ctx: StepContext) -> StepOutcome:
-        from condapipe.render.recipe_dir import render_recipe
+        from condapipe.render.recipe_dir import render_model, source_checked
 
         # One recipe dir per variant job, where users look for rendered recipes.
-        result = render_recipe(spec, ctx.work_dir / "recipes" / label)
+        result = render_model(source_checked(model, spec), ctx.work_dir / "recipes" / label)
         ctx.log.write(f"rendered {len(result.files)} files into {result.out_dir}")
         return StepOutcome(files=tuple(sorted(result.files)), data={"recipe_dir": str(result.out_dir)})
 
