@@ -179,6 +179,23 @@ _CUDA_FORM = re.compile(r"^(?:cpu|\d{1,2}\.\d{1,2})$", re.IGNORECASE)
 _PYTHON_FORM = re.compile(r"^3\.\d{1,2}$")
 
 
+def cuda_axis(value: Any) -> list[str]:
+    """--cuda as given (repeated, "12.4,12.6" or "12.4 12.6", the config file's list) -> the CUDA
+    versions, each written X.Y (or cpu), known to the CUDA table, each once, in the order given.
+
+    The one place the axis is read: the settings cascade (condapipe.buildspec.settings) calls it,
+    and defaults, Jetson profiles and build_spec take its result as it is."""
+    items = [value] if isinstance(value, str) else list(value or ())
+    if any(isinstance(v, str) and not v.strip() for v in items):
+        raise UsageError("--cuda: an empty value is not valid")
+    out: list[str] = []
+    for item in _as_list(items):
+        if not _CUDA_FORM.match(item):
+            raise UsageError(f"--cuda {item!r}: write the CUDA version as X.Y (e.g. 12.4) or cpu")
+        out.append(tables.normalize_cuda(item))
+    return _unique(out)
+
+
 def check_forms(settings: dict[str, Any]) -> None:
     """Values are written one way: X.Y for CUDA and Python (not cu124, py3.10 or 3.10.1), none empty.
 
@@ -280,8 +297,8 @@ def build_spec(
             )
             jetson = profile.board
 
-    # --- CUDA axis
-    cudas = _unique([tables.normalize_cuda(c) for c in _as_list(settings.get("cuda"))])
+    # --- CUDA axis (read once, by the settings cascade: cuda_axis)
+    cudas = _unique(_as_list(settings.get("cuda")))
     if not cudas:
         if rules.cuda == "required":
             hint = "X.Y or cpu" if rules.cpu_allowed else "X.Y"

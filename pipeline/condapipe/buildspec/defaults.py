@@ -213,14 +213,8 @@ def _as_list(value: Any) -> list[str]:
 
 
 def _cudas(value: Any) -> list[str]:
-    """The requested CUDAs, normalized; spellings the table does not know are left to build_spec."""
-    out: list[str] = []
-    for item in _as_list(value):
-        try:
-            out.append(tables.normalize_cuda(item))
-        except UsageError:
-            continue
-    return out
+    """The requested CUDAs, as the settings cascade resolved them (build_spec.cuda_axis)."""
+    return _as_list(value)
 
 
 def _pythons(value: Any) -> list[str]:

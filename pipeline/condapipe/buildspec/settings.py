@@ -15,7 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from condapipe.buildspec.build_spec import BuildSpec, build_spec, check_forms
+from condapipe.buildspec.build_spec import BuildSpec, build_spec, check_forms, cuda_axis
 from condapipe.buildspec.compile_cache import COMPILE_CACHE_ENV
 from condapipe.buildspec.config_file import load_config, spec_settings
 from condapipe.buildspec.defaults import Choice, FoundToolkit, fill_defaults
@@ -163,6 +163,8 @@ def resolve_settings(
     if "env" in given:
         given["env"] = {**spec.get("env", {}), **given["env"]}
     spec.update(given)
+    if spec.get("cuda") is not None:  # the CUDA axis is read here, once: every stage takes this list
+        spec["cuda"] = cuda_axis(spec["cuda"])
     cache = flags.get("compile_cache") or spec.pop("compile_cache", None)
     spec.pop("compile_cache", None)
     channels = spec.pop("channels", None) or ()

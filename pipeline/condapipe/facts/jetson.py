@@ -19,7 +19,6 @@ from ruamel.yaml import YAML
 
 from condapipe.errors import UsageError
 from condapipe.facts import families as family_registry
-from condapipe.facts import tables
 
 
 @dataclass(frozen=True)
@@ -147,12 +146,11 @@ def apply_profile(
     if package not in families(board):
         takes = [b for b in boards() if family_registry.profile(package).takes_board(b)]
         raise UsageError(f"{package} does not build for the {board} board; its boards: {' '.join(takes)}")
-    raw = settings.get("cuda")
-    cudas = [raw] if isinstance(raw, str) else list(raw or [])
-    cudas = [c for item in cudas for c in str(item).replace(",", " ").split()]
+    raw = settings.get("cuda")  # resolved by the settings cascade: X.Y (or cpu), each once
+    cudas = [raw] if isinstance(raw, str) else [str(c) for c in raw or []]
     if len(cudas) > 1:
         raise UsageError(f"a Jetson board runs one JetPack: give one --cuda, not {' '.join(cudas)}")
-    cuda = tables.normalize_cuda(cudas[0]) if cudas else None
+    cuda = cudas[0] if cudas else None
     if cuda == "cpu":
         raise UsageError("--jetson builds use the board's GPU: drop --cuda cpu (or drop --jetson)")
     prof = profile(board, cuda)
