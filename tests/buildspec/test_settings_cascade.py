@@ -95,3 +95,15 @@ def test_the_cuda_axis_is_read_once_by_the_cascade_and_taken_as_it_is_downstream
     assert spec_from_settings(settings).cudas == ("13.0", "12.4")
     jetson = resolve_settings("pytorch", {"jetson": "orin", "cuda": ("12.6",)}, environ={}, config={})
     assert spec_from_settings(jetson).cudas == ("12.6",)
+
+
+def test_the_timeouts_are_read_from_the_environment_by_the_cascade() -> None:
+    environ = {"CONDAPIPE_CHANNEL_TIMEOUT": "2.5", "CONDAPIPE_UPLOAD_TIMEOUT": "30"}
+    settings = resolve_settings("magma", {}, environ=environ, config={})
+    assert (settings.channel_timeout, settings.upload_timeout) == (2.5, 30.0)
+    assert resolve_settings("magma", {}, environ={}, config={}).channel_timeout is None
+    # for_package keeps them without reading the environment again
+    assert settings.for_package("pytorch").upload_timeout == 30.0
+    for bad in ("inf", "nan", "0", "-1", "1e9", "soon"):
+        with pytest.raises(UsageError, match="CONDAPIPE_UPLOAD_TIMEOUT="):
+            resolve_settings("magma", {}, environ={"CONDAPIPE_UPLOAD_TIMEOUT": bad}, config={})

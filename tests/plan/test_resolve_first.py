@@ -286,3 +286,17 @@ def test_pytorchs_host_env_solves_against_the_magma_this_plan_builds(tmp_path: P
         "    host env (10 packages): magma-cuda124 2.6.1 (built by this plan), mkl 2020.2.256, ninja 1.12.1, "
         "numpy 2.0.0, python 3.11.9" in out
     )
+
+
+def test_a_recipe_dir_build_takes_python_from_the_config_file_as_from_the_flag(
+    tmp_path: Path, deps: Path
+) -> None:
+    # condapipe.toml's python applies to a recipe directory as --python does (the settings cascade)
+    recipe(tmp_path / "hello")
+    code, flagged, err = dry(tmp_path, "-c", str(deps), "--python", "3.12")
+    assert code == 0, err
+    assert "host env (2 packages): numpy 2.1.0, python 3.12.4" in flagged
+    (tmp_path / "condapipe.toml").write_text('python = ["3.12"]\n')
+    code, configured, err = dry(tmp_path, "-c", str(deps))
+    assert code == 0, err
+    assert "host env (2 packages): numpy 2.1.0, python 3.12.4" in configured

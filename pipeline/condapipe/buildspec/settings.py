@@ -9,6 +9,7 @@ validated later by condapipe.buildspec.build_spec, so a mistake is a one-line Us
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -82,6 +83,57 @@ def flag_settings(flags: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class EnvSetting:
+    """An environment variable the cascade reads, declared here beside the flag or config key it
+    stands with (as rattler-build's `#[arg(env = ...)]` and cibuildwheel's option table do): the
+    environment is read here and in the engines' process boundary, nowhere else."""
+
+    name: str
+    field: str  # the Settings field it fills
+    beside: str  # the flag or config key it stands with ("" for none)
+    what: str
+
+
+MAX_TIMEOUT_S = 86_400.0  # a day: longer is a typo (and inf or nan cannot become a timer)
+ENVIRONMENT: tuple[EnvSetting, ...] = (
+    EnvSetting(
+        COMPILE_CACHE_ENV,
+        "user_compile_cache",
+        "--compile-cache",
+        "the user's own compile cache (a ccache dir or sccache store), which build.sh uses as it is",
+    ),
+    EnvSetting(
+        "CONDAPIPE_CHANNEL_TIMEOUT",
+        "channel_timeout",
+        "-c/--channel",
+        "seconds a remote channel may take to answer a probe or an index fetch (default: data/channels.yaml)",
+    ),
+    EnvSetting(
+        "CONDAPIPE_UPLOAD_TIMEOUT",
+        "upload_timeout",
+        "--channel/--owner (upload)",
+        "seconds one anaconda.org request may take (default: the upload library's)",
+    ),
+)
+
+
+def _seconds(name: str, raw: str | None) -> float | None:
+    """A timeout from the environment: None when unset; a UsageError naming the variable when it is
+    no finite number of seconds above 0 and at most a day."""
+    text = (raw or "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT_S:
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise UsageError(f"{name}={shown!r}: give a number of seconds above 0 and at most {MAX_TIMEOUT_S:g}")
+    return value
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything one command was asked, after the cascade; frozen and passed down."""
 
@@ -93,6 +145,8 @@ class Settings:
     compile_cache: str | None = None  # --compile-cache, else the config file's compile_cache
     user_compile_cache: str | None = None  # CONDAPIPE_COMPILE_CACHE from the environment
     channels: tuple[str, ...] = ()  # the config file's dependency channels (-c replaces them)
+    channel_timeout: float | None = None  # CONDAPIPE_CHANNEL_TIMEOUT (None: data/channels.yaml's)
+    upload_timeout: float | None = None  # CONDAPIPE_UPLOAD_TIMEOUT (None: the upload library's)
 
     def require_package(self) -> str:
         """The package to work on; a UsageError when neither the command line nor the file names one."""
@@ -178,9 +232,11 @@ def resolve_settings(
         compile_cache=str(cache) if cache else None,
         user_compile_cache=environ.get(COMPILE_CACHE_ENV) or None,
         channels=tuple(channels),
+        channel_timeout=_seconds("CONDAPIPE_CHANNEL_TIMEOUT", environ.get("CONDAPIPE_CHANNEL_TIMEOUT")),
+        upload_timeout=_seconds("CONDAPIPE_UPLOAD_TIMEOUT", environ.get("CONDAPIPE_UPLOAD_TIMEOUT")),
         _flags=MappingProxyType(dict(flags)),
         _config=MappingProxyType(dict(config)),
-        _environ=MappingProxyType({k: environ[k] for k in (COMPILE_CACHE_ENV,) if k in environ}),
+        _environ=MappingProxyType({e.name: environ[e.name] for e in ENVIRONMENT if e.name in environ}),
     )
 
 

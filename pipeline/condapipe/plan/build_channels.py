@@ -10,7 +10,6 @@ nothing it needs would come from there (condapipe.plan.resolve decides).
 from __future__ import annotations
 
 import asyncio
-import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,8 +22,6 @@ from ruamel.yaml import YAML
 
 from condapipe.errors import UsageError
 
-TIMEOUT_ENV = "CONDAPIPE_CHANNEL_TIMEOUT"
-_MAX_TIMEOUT_S = 86_400  # a day: longer is a typo (and inf or nan cannot become a timer)
 # A name no channel has: probing with it fetches a channel's index (or shard index) and nothing more.
 _PROBE_NAME = "condapipe-channel-probe"
 # rattler's error texts for a network that does not answer (DNS, refused, reset, timed out, TLS).
@@ -81,22 +78,19 @@ def channels_in_use(
     return tuple(c for c in out if not is_remote(c)), tuple(c for c in out if is_remote(c))
 
 
-def channel_timeout(environ: Mapping[str, str] | None = None) -> float:
-    """Seconds a remote channel may take to answer (CONDAPIPE_CHANNEL_TIMEOUT, else the data's)."""
-    environ = os.environ if environ is None else environ
-    raw = environ.get(TIMEOUT_ENV)
-    if raw:
-        try:
-            value = float(raw)
-        except ValueError:
-            raise UsageError(f"{TIMEOUT_ENV}={raw[:40]!r}: give a number of seconds") from None
-        if not math.isfinite(value) or not 0 < value <= _MAX_TIMEOUT_S:
-            shown = raw if len(raw) <= 40 else raw[:37] + "..."
-            raise UsageError(
-                f"{TIMEOUT_ENV}={shown!r}: give a number of seconds above 0 and at most {_MAX_TIMEOUT_S}"
-            )
-        return value
-    return float(channel_data()["channel_timeout_s"])
+_timeout: list[float] = []  # the command's (its Settings.channel_timeout), set by use_channel_timeout
+
+
+def use_channel_timeout(seconds: float | None) -> None:
+    """The command's channel timeout, from its settings (CONDAPIPE_CHANNEL_TIMEOUT); None: the data's.
+    A gateway made before keeps the timeout it was made with, so the next one is made anew."""
+    _timeout[:] = [seconds] if seconds is not None else []
+    _gateway.clear()
+
+
+def channel_timeout() -> float:
+    """Seconds a remote channel may take to answer: the command's setting, else data/channels.yaml's."""
+    return _timeout[0] if _timeout else float(channel_data()["channel_timeout_s"])
 
 
 _gateway: list[Any] = []  # the command's gateway (new_gateway starts one per command)

@@ -5,7 +5,7 @@ timeouts, a progress bar on stderr and the commit sent over a keep-alive connect
 idle during the whole file upload (a known cause of failures on 0.5–2 GB files). This module
 keeps binstar_client for everything else (sessions, headers, status → exception mapping,
 package inspection) and splits that step so the caller can retry it and commit on a fresh
-connection. Protocol facts: shared/reference/anaconda-upload-protocol.md.
+connection. Protocol facts: docs/reference/anaconda-upload-protocol.md.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import enum
 import hashlib
-import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +31,6 @@ API_TIMEOUT_S = 60.0
 STORAGE_TIMEOUT_S = (30.0, 3600.0)  # connect, read: the storage answers only after the whole body
 # Seconds before a silent API or storage connection counts as failed (and is retried). The default
 # suits anaconda.org; fault-injection runs set it low so stalls resolve fast.
-TIMEOUT_ENV = "CONDAPIPE_UPLOAD_TIMEOUT"
 
 
 class Failure(str, enum.Enum):
@@ -101,22 +99,6 @@ def classify(exc: BaseException, token: Token | None, step: str) -> ApiError:
     if isinstance(exc, requests.RequestException):
         return ApiError(Failure.NETWORK, f"{step}: {type(exc).__name__}")
     return ApiError(Failure.CLIENT, redact(f"{step}: {type(exc).__name__}: {exc}", [token]))
-
-
-def timeout_from_env(environ: dict[str, str] | None = None) -> float | None:
-    """$CONDAPIPE_UPLOAD_TIMEOUT as seconds (None when unset); a bad value is a usage error."""
-    from condapipe.errors import UsageError
-
-    raw = (os.environ if environ is None else environ).get(TIMEOUT_ENV, "").strip()
-    if not raw:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0 or value > 86400:
-        raise UsageError(f"${TIMEOUT_ENV}={raw[:40]!r}: expected seconds, a number > 0 and <= 86400")
-    return value
 
 
 def _transport_errors() -> tuple[type[Exception], ...]:

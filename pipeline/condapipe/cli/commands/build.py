@@ -15,11 +15,16 @@ from typing import Any
 
 import click
 
-from condapipe.buildspec.settings import Settings, flag_settings
+from condapipe.buildspec.settings import Settings
 from condapipe.cli.flags import (
+    compile_cache_option,
     dependency_channels_option,
     dry_run_option,
+    engine_option,
+    force_option,
     json_option,
+    no_test_option,
+    offline_option,
     output_dir_option,
     settings_from_flags,
     spec_options,
@@ -28,7 +33,6 @@ from condapipe.cli.flags import (
 )
 from condapipe.cli.output import echo_lines
 from condapipe.engines import (
-    ENGINE_NAMES,
     recipe_formats,
 )
 from condapipe.engines.base import PACKAGE_FORMATS
@@ -145,13 +149,9 @@ def _say_kept_cache(env: dict[str, str]) -> None:
 @click.command("build")
 @click.argument("target", metavar="[PACKAGE|RECIPE_DIR]", required=False)
 @spec_options
-@click.option(
-    "--engine",
-    type=click.Choice(ENGINE_NAMES),
-    default="auto",
-    show_default=True,
-    help="auto: conda-build when `conda build` (or `conda-build`) runs here, else rattler-build; "
-    "a recipe dir with one format gets the engine that reads it.",
+@engine_option(
+    "auto: conda-build when `conda build` (or `conda-build`) runs here, else rattler-build; "
+    "a recipe dir with one format gets the engine that reads it."
 )
 @output_dir_option("Local channel the packages go into (also the first channel searched).")
 @work_dir_option("Rendered recipes, engine scratch space and build logs.")
@@ -162,11 +162,7 @@ def _say_kept_cache(env: dict[str, str]) -> None:
     "searched. Not an upload destination: that is `condapipe upload --channel/--owner ORG`."
 )
 @click.option("--override-channels", is_flag=True, help="Search only the output dir and the -c channels.")
-@click.option(
-    "--offline",
-    is_flag=True,
-    help="Search local channels only (the output dir, -c directories, the tool channel); no network.",
-)
+@offline_option("Search local channels only (the output dir, -c directories, the tool channel); no network.")
 @click.option(
     "--build-tools",
     type=click.Choice(("channels", "wheels")),
@@ -177,13 +173,11 @@ def _say_kept_cache(env: dict[str, str]) -> None:
 )
 @click.option("--package-format", type=click.Choice(PACKAGE_FORMATS), default="conda", show_default=True)
 @click.option("--compression-level", type=int, help="zstd level 1-22 for .conda, bzip2 1-9 for .tar.bz2.")
-@click.option("--no-test", is_flag=True, help="Skip the recipe's tests.")
-@click.option("--force", is_flag=True, help="Build even when `condapipe doctor` finds a blocking problem.")
-@click.option(
-    "--compile-cache",
-    metavar="DIR|redis://HOST:PORT|s3://BUCKET/PREFIX",
-    help="Compile cache: a local ccache directory, or a store sccache shares between machines "
-    "(credentials and endpoints from SCCACHE_*/AWS_* variables, never here). Config key compile_cache.",
+@no_test_option("Skip the recipe's tests.")
+@force_option("Build even when `condapipe doctor` finds a blocking problem.")
+@compile_cache_option(
+    "Compile cache: a local ccache directory, or a store sccache shares between machines "
+    "(credentials and endpoints from SCCACHE_*/AWS_* variables, never here). Config key compile_cache."
 )
 @click.option(
     "--variant",
@@ -316,8 +310,11 @@ def command(
     from condapipe.cli.recipe_build import RecipeBuild, build_recipe_dir
 
     setup = _channel_setup(channels or settings.channels, output_dir, work_dir, build_tools, offline, dry_run)
-    # A family's --env goes into its recipe; a recipe directory gets it as build environment.
-    env = {**dict(cache_env), **flag_settings(spec_params).get("env", {})}
+    # What applies to a recipe dir comes from the settings, config file included (python, platform,
+    # env); a family's env goes into its recipe, a recipe directory gets it as build environment.
+    dir_spec = settings.spec_dict()
+    pythons = dir_spec.get("python") or ()
+    env = {**dict(cache_env), **dict(dir_spec.get("env") or {})}
     if not cache_env:
         env.update(_recipe_dir_cache(recipe_dir, work_dir.absolute()))
         _say_kept_cache(env)
@@ -325,8 +322,8 @@ def command(
         target,
         recipe_dir,
         plan_options(env, setup),
-        pythons=tuple(spec_params.get("python") or ()),
-        platform=spec_params.get("platform") or None,
+        pythons=(pythons,) if isinstance(pythons, str) else tuple(str(p) for p in pythons),
+        platform=dir_spec.get("platform") or None,
         variant_files=tuple(f.resolve() for f in variant_files),
         dry_run=dry_run,
         as_json=as_json,
