@@ -58,7 +58,7 @@ setup)
     rm -rf "$work/src" && mkdir -p "$work/files" "$work/src"
     cat "$stage"/part[0-9][0-9] | tar -xf - -C "$work/files"
     (cd "$work/files" && sha256sum -c "$stage/MANIFEST.txt")
-    for t in tree.tar.zst cuda-submodules.tar.zst; do zstd -dc "$work/files/$t" | tar -xf - -C "$work/src"; done
+    for t in tree.tar.zst cuda-submodules.tar.zst; do (cd "$work/src" && cmake -E tar xf "$work/files/$t"); done  # no zstd binary there
     tree=$(dirname "$(find "$work/src" -maxdepth 2 -name version.txt | head -1)")
     while read -r p; do
         echo "applying $p"
@@ -85,13 +85,19 @@ setup)
     done
     echo "$tree" >"$work/tree"
     ;;
-configure)
+configure)  # ARCHS: TORCH_CUDA_ARCH_LIST (default: the table's list for CUDA 13.0, cuda.yaml)
     tree=$(cat "$work/tree") && cuda=$work/cuda
+    archs=${ARCHS:-7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX}
+    # NCCL as the recipe takes it from CUDA 13 on (the nccl package; here the machine's nvidia-nccl-cu13):
+    # the bundled NCCL 2.21.5 does not build with CUDA 13 (cudawrap.h: pfn_cuGetErrorString ... undeclared)
+    nv=${NV_SITE:-$("$py" -c 'import nvidia; print(list(nvidia.__path__)[0])')}
+    [ -e "$nv/nccl/lib/libnccl.so" ] || ln -sf libnccl.so.2 "$nv/nccl/lib/libnccl.so"
+    echo "TORCH_CUDA_ARCH_LIST=$archs"
     cd "$tree"
     s=$(date +%s)
     env PATH="$cuda/bin:$work/hostpy/bin:$PATH" CUDA_HOME="$cuda" CUDA_PATH="$cuda" CUDACXX="$cuda/bin/nvcc" \
-        _GLIBCXX_USE_CXX11_ABI=0 USE_CUDA=1 TORCH_CUDA_ARCH_LIST=9.0 USE_CUDNN=1 CUDNN_ROOT_DIR="$cuda" CUDNN_INCLUDE_DIR="$cuda/include" \
-        CUDNN_LIBRARY="$cuda/lib64/libcudnn.so" USE_NCCL=1 USE_STATIC_NCCL=1 USE_SYSTEM_NCCL=0 \
+        _GLIBCXX_USE_CXX11_ABI=0 USE_CUDA=1 TORCH_CUDA_ARCH_LIST="$archs" USE_CUDNN=1 CUDNN_ROOT_DIR="$cuda" CUDNN_INCLUDE_DIR="$cuda/include" \
+        CUDNN_LIBRARY="$cuda/lib64/libcudnn.so" USE_NCCL=1 USE_STATIC_NCCL=0 USE_SYSTEM_NCCL=1 NCCL_INCLUDE_DIR="$nv/nccl/include" NCCL_LIB_DIR="$nv/nccl/lib" \
         USE_MAGMA=$([ -n "${MAGMA_HOME:-}" ] && echo 1 || echo 0) CMAKE_PREFIX_PATH="${MAGMA_HOME:-}" \
         BLAS=Eigen BUILD_TEST=0 USE_MPI=0 USE_NUMA=0 USE_ROCM=0 USE_XPU=0 CMAKE_POLICY_VERSION_MINIMUM=3.5 \
         MAX_JOBS="$(nproc)" "$work/hostpy/bin/python" setup.py build --cmake-only 2>&1 | tee "$work/configure.log" | tail -40
@@ -103,9 +109,11 @@ compile)  # detached: it outlives the command; `watch` follows it. `compile all`
     if [ "${2:-}" = all ]; then
         echo all >"$work/objects.txt"
     else
-        ninja -t targets all | sed -n 's|^\(caffe2/CMakeFiles/torch_cuda\.dir/[^:]*\.o\): .*|\1|p' | sort -u >"$work/objects.txt"
+        ninja -t targets all | grep -E '^(caffe2/CMakeFiles/torch_cuda\.dir|third_party/tensorpipe/tensorpipe/CMakeFiles/tensorpipe_cuda\.dir)/[^:]*\.o: ' |
+            cut -d: -f1 | sort -u >"$work/objects.txt"
     fi
-    echo "$(wc -l <"$work/objects.txt") targets (torch_cuda objects unless 'all')"
+    echo "$(wc -l <"$work/objects.txt") targets (torch_cuda and tensorpipe_cuda objects unless 'all')"
+    [ -s "$work/objects.txt" ] || { echo "no objects found in build.ninja" >&2; exit 1; }
     date +%s >"$work/started"
     PATH="$work/cuda/bin:$work/hostpy/bin:$PATH" setsid nohup ninja -k 0 -j "$(nproc)" $(cat "$work/objects.txt") \
         >"$work/ninja.log" 2>&1 </dev/null &

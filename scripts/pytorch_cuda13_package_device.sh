@@ -22,19 +22,24 @@
 # scripts/pytorch_cuda13_lift_refusal.patch (the same change as the branch's last commit) to the
 # copy of condapipe this machine installs, and says so; without it setup stops at the refusal.
 #
-# Calls, back to back (the machine goes back 30 s after a command ends; at most 10 min a call):
+# Calls, back to back (the machine goes back 30 s after a command ends; at most 10 min a call).
+# While the detached build runs, a `watch` call must always be in flight: the first hold lost its
+# build, its kept tree and its ninja -k 0 when 70 s passed between two calls.
 #   here:   scripts/pytorch_cuda13_package_device.sh pack
-#   device: stash                      x7: carry .gpu/carry/part00 ... part05, then part06 +
-#                                      .gpu/carry/MANIFEST.txt + .gpu/carry-cu13pkg/part00
-#           setup                      ~3-4 min: join, install, magma started detached (setsid),
-#                                      channels, stand-ins (LIFT_CUDA13_REFUSAL=1)
-#           start                      detached (setsid): waits for magma, then the pytorch build;
-#                                      returns at once. COMPILE_CACHE=DIR adds --compile-cache (a
-#                                      rerun in the same hold reuses objects; a new machine starts
-#                                      empty, and the CPU run measured its build without one)
-#           watch SECONDS              progress (ninja [n/N], rate, load), logs to $OUT; repeat
-#           failures                   after a failed build: `ninja -k 0` over what is left in the
-#                                      build's own tree (item 1 folded in), every failure listed
+#   device: stash                      carry [.gpu/carry33/call00] (condapipe's wheels, the manifest)
+#           stash && early             carry [.gpu/carry33/call01, .gpu/carry-cu13pkg/part00]: condapipe
+#                                      installed (LIFT_CUDA13_REFUSAL=1), magma started detached, so it
+#                                      compiles while the other parts arrive
+#           stash                      carry [.gpu/carry33/call02] ... up to the last call folder
+#           stash && setup && start    with the last folder: tree, tests, channels, stand-ins, then the
+#                                      detached driver (HOLD_LEFT=seconds still held): waits for magma,
+#                                      builds pytorch, then by itself: after a failure `failures`, after
+#                                      success `env` and `tests`, each stopped 2 min before the hold ends.
+#                                      COMPILE_CACHE=DIR adds --compile-cache (a rerun in the same hold
+#                                      reuses objects; a new machine starts empty)
+#           watch SECONDS              progress (ninja [n/N], rate, load), results to $OUT; repeat
+#           failures [SECONDS]         `ninja -k 0` over what is left in the build's own tree (item 1
+#                                      folded in), every failure listed
 #           env                        fresh environment from the channels: import torch, GPU checks
 #           tests SECONDS              2.6.0's test_cuda.py, test_linalg.py, test_torch.py (cuda)
 #   BASE (default /root) holds everything; PYTHON (default python3) is the machine's python.
@@ -50,77 +55,31 @@ log=$base/build.log
 magma_log=$base/magma.log
 cpu_carry=$root/.gpu/carry
 carry13=$root/.gpu/carry-cu13pkg
+carry33=$root/.gpu/carry33
 part_bytes=$((60 * 1024 * 1024))
+# a call carries the working tree too (~3.5 MB) under the 64 MiB limit
+call_bytes=$((58 * 1024 * 1024))
 # The machine's nvidia-* distributions the package's CUDA libraries are made from.
-nvidia_dists=(nvidia-cublas nvidia-cufft nvidia-curand nvidia-cusolver nvidia-cusparse nvidia-nvjitlink
-    nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cuda-cupti nvidia-nvtx nvidia-cudnn-cu13 nvidia-nccl-cu13)
+# NVIDIA_DISTS (space-separated) replaces the list, e.g. for a rehearsal without CUPTI's wheel.
+default_dists="nvidia-cublas nvidia-cufft nvidia-curand nvidia-cusolver nvidia-cusparse nvidia-nvjitlink"
+default_dists+=" nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cuda-cupti nvidia-nvtx nvidia-cudnn-cu13 nvidia-nccl-cu13"
+read -r -a nvidia_dists <<<"${NVIDIA_DISTS:-$default_dists}"
 export PYTHONUNBUFFERED=1
 t0() { date +%s; }
 tree() { dirname "$(find "$base/src" -maxdepth 2 -name version.txt | head -1)"; }
 site_env() { export PYTHONPATH=$base/site PATH=$base/site/bin:$PATH; }
-
-case "${1:-}" in
-pack)  # here: the CPU run's carry (hard links of the main checkout's) and one part of CUDA extras
-    real_tree=${REAL_TREE:-/work/trees/pytorch-2.6.0}
-    if [ ! -f "$cpu_carry/MANIFEST.txt" ]; then
-        mkdir -p "$root/.gpu"
-        cp -al "${CPU_CARRY:-/work/main/.gpu/carry}" "$cpu_carry"
-    fi
-    rm -rf "$carry13.tmp" && mkdir -p "$carry13.tmp/part00"
-    (cd "$real_tree/.." && tar --exclude='cutlass/test' --exclude='cutlass/examples' --exclude='cutlass/docs' \
-        --exclude='cutlass/media' --exclude='cutlass/python' --exclude='.git' -cf - \
-        "$(basename "$real_tree")/third_party/cutlass" "$(basename "$real_tree")/third_party/NVTX" \
-        "$(basename "$real_tree")/third_party/cudnn_frontend") |
-        zstd -q -19 -T0 -o "$carry13.tmp/part00/cuda-submodules.tar.zst"
-    cp "${MAGMA_TARBALL:-/work/main/.magma-resume/magma-2.6.1.tar.xz}" "$carry13.tmp/part00/"
-    cp "${NVML_WHEEL:-$(ls /tmp/cu13-33/wheels/nvidia_nvml_dev-13.0.*.whl | head -1)}" "$carry13.tmp/part00/"
-    cp "${REZIP:-/work/main/.gpu/rezip_wheel.py}" "$carry13.tmp/part00/"  # re-zips the CPU carry's mkl wheel
-    # an earlier hold's magma (watch returns it as magma-cuda130.conda.partNN; cat them in order)
-    if [ -n "${MAGMA_PACKAGE:-}" ]; then cp "$MAGMA_PACKAGE" "$carry13.tmp/part00/"; fi
-    (cd "$carry13.tmp/part00" && sha256sum ./* | sed 's|\./||') >"$carry13.tmp/MANIFEST-cu13.txt"
-    mv "$carry13.tmp/MANIFEST-cu13.txt" "$carry13.tmp/part00/"
-    size=$(du -sb "$carry13.tmp/part00" | cut -f1)
-    [ "$size" -le "$part_bytes" ] || { echo "cu13 part is $size bytes, over $part_bytes" >&2; exit 1; }
-    rm -rf "$carry13" && mv "$carry13.tmp" "$carry13"
-    du -sh "$cpu_carry"/part* "$carry13"/part*
-    ;;
-stash)  # each call's carried parts go where the next call's tree copy will not remove them
-    mkdir -p "$stage" "$stage13"
-    if [ -d "$cpu_carry" ]; then cp -a "$cpu_carry"/. "$stage"/; fi
-    if [ -d "$carry13" ]; then cp -a "$carry13"/part*/. "$stage13"/; fi
-    du -sh "$stage" "$stage13"
-    ;;
-setup)
-    s=$(t0)
-    mkdir -p "$out" "$files"
-    {
-        date -u
-        nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv 2>&1 || true
-        /usr/local/cuda-13.0/bin/nvcc --version 2>&1 | tail -2
-        "$py" --version
-        echo "cores: $(nproc)"
-        ls /usr/local/cuda-13.0/include/{cublas_v2.h,cufft.h,nvml.h,cupti.h} /usr/local/cuda-13.0/lib64/stubs 2>&1 || true
-    } | tee "$out/machine.txt"
-    # condapipe as this run installs it: a copy of this tree, the refusal lifted only on request
-    rm -rf "$base/condapipe-src" && mkdir -p "$base/condapipe-src"
-    (cd "$root" && tar --exclude=./.gpu --exclude=./.git -cf - .) | tar -xf - -C "$base/condapipe-src"
-    if [ "${LIFT_CUDA13_REFUSAL:-0}" = 1 ]; then
-        if patch -d "$base/condapipe-src" -p1 --dry-run --batch --fuzz=0 -s <"$root/scripts/pytorch_cuda13_lift_refusal.patch" >/dev/null; then
-            patch -d "$base/condapipe-src" -p1 --batch --fuzz=0 -s <"$root/scripts/pytorch_cuda13_lift_refusal.patch"
-            echo "LIFT_CUDA13_REFUSAL=1: cannot_compile lifted for pytorch 2.6 + CUDA >= 13.0, for this run only" | tee -a "$out/machine.txt"
-        else
-            echo "LIFT_CUDA13_REFUSAL=1: the lift does not apply (already in the tree?); data left as it is" | tee -a "$out/machine.txt"
-        fi
-    fi
-    # Join the CPU run's parts (sha256 and size of each file checked, MANIFEST.txt)
-    "$py" - "$stage" "$files" <<'PY'
+# Join the carried files of the given kinds from their pieces (sha256 and size of each checked)
+join_files() {
+    "$py" - "$stage" "$files" "$@" <<'PY'
 import hashlib, pathlib, sys
-stage, dest = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+stage, dest, kinds = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), set(sys.argv[3:])
 count = 0
-for line in (stage / "MANIFEST.txt").read_text().splitlines():
+for line in (stage / "call00" / "MANIFEST.txt").read_text().splitlines():
     if not line.strip() or line.startswith("#"):
         continue
     sha, size, kind, name, *parts = line.split()
+    if kind not in kinds:
+        continue
     out = dest / kind / name
     out.parent.mkdir(parents=True, exist_ok=True)
     h = hashlib.sha256()
@@ -130,32 +89,35 @@ for line in (stage / "MANIFEST.txt").read_text().splitlines():
             h.update(data)
             fh.write(data)
     if h.hexdigest() != sha or out.stat().st_size != int(size):
-        sys.exit(f"{name}: sha256 or size mismatch ({len(parts)} parts)")
+        sys.exit(f"{name}: sha256 or size mismatch ({len(parts)} pieces)")
     count += 1
-print("joined", count, "files")
+print("joined", count, "files of", " ".join(sorted(kinds)))
 PY
-    (cd "$stage13" && sha256sum -c --quiet MANIFEST-cu13.txt)
+}
+# condapipe as this run installs it: a copy of this tree, the refusal lifted only on request
+install_condapipe() {
+    rm -rf "$base/condapipe-src" && mkdir -p "$base/condapipe-src"
+    (cd "$root" && tar --exclude=./.gpu --exclude=./.git -cf - .) | tar -xf - -C "$base/condapipe-src"
+    if [ "${LIFT_CUDA13_REFUSAL:-0}" = 1 ]; then
+        if patch -d "$base/condapipe-src" -p1 --dry-run --batch --fuzz=0 -s <"$root/scripts/pytorch_cuda13_lift_refusal.patch" >/dev/null; then
+            patch -d "$base/condapipe-src" -p1 --batch --fuzz=0 -s <"$root/scripts/pytorch_cuda13_lift_refusal.patch"
+            echo "LIFT_CUDA13_REFUSAL=1: cannot_compile lifted for pytorch 2.6 + CUDA >= 13.0, for this run only" | tee -a "$out/machine.txt" "$base/machine.txt"
+        else
+            echo "LIFT_CUDA13_REFUSAL=1: the lift does not apply (already in the tree?); data left as it is" | tee -a "$out/machine.txt" "$base/machine.txt"
+        fi
+    fi
     "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$base/build-site" \
         "$files"/site/setuptools-*.whl
     PYTHONPATH=$base/build-site "$py" -m pip wheel -q --no-index --no-deps --no-build-isolation -w "$base/cpwheel" "$base/condapipe-src"
     "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$base/site" \
         "$files"/site/*.whl "$base"/cpwheel/condapipe-*.whl
-    site_env
-    condapipe --version
-    grep -o 'rezip_wheel.py [^ ]*\.contents\.tar\.zst [^ ]*\.whl' "$stage/MANIFEST.txt" | while read -r _ tarname whl; do
-        "$py" "$stage13/rezip_wheel.py" "$files/host/$tarname" "$files/host/$whl" && rm -f "$files/host/$tarname"
-    done
-    rm -rf "$base/src" && mkdir -p "$base/src"
-    for t in "$files"/tree/*.tar.zst "$files"/test/*.tar.zst "$stage13"/cuda-submodules.tar.zst; do
-        "$py" -c 'import sys, tarfile, zstandard
-with open(sys.argv[1], "rb") as fh, zstandard.ZstdDecompressor().stream_reader(fh) as z, tarfile.open(fileobj=z, mode="r|") as t:
-    t.extractall(sys.argv[2], filter="data")' "$t" "$base/src"
-    done
+    touch "$base/condapipe.installed"
+}
+# magma needs only its source, the toolkit and the cmake/ninja tool channel: it compiles (~215 s
+# on 64 cores, one arch) while the other carried parts arrive and setup runs single-threaded.
+# MAGMA_CHANNEL: a magma-cuda130 package from an earlier hold (watch brings it back), no build.
+start_magma() {
     rm -rf "$base/magma-src" && mkdir -p "$base/magma-src" && tar -xJf "$stage13"/magma-*.tar.xz -C "$base/magma-src"
-    echo "tree: $(tree); magma: $(ls "$base/magma-src")"
-    # magma needs only its source, the toolkit and the cmake/ninja tool channel: it compiles (~215 s
-    # on 64 cores, one arch) while the rest of setup runs single-threaded. MAGMA_CHANNEL: a
-    # magma-cuda130 package from an earlier hold (watch brings it back), no build.
     rm -f "$base/magma.done"
     if ls "$stage13"/magma-cuda130-*.conda >/dev/null 2>&1; then
         mkdir -p "$base/magma-channel/linux-64" "$base/magma-channel/noarch"
@@ -181,6 +143,127 @@ EOF
     else
         echo "magma from $MAGMA_CHANNEL" | tee "$base/magma.done"
     fi
+}
+
+case "${1:-}" in
+pack)  # here: the CPU run's carry (hard links of the main checkout's) and one part of CUDA extras
+    real_tree=${REAL_TREE:-/work/trees/pytorch-2.6.0}
+    if [ ! -f "$cpu_carry/MANIFEST.txt" ]; then
+        mkdir -p "$root/.gpu"
+        cp -al "${CPU_CARRY:-/work/main/.gpu/carry}" "$cpu_carry"
+    fi
+    rm -rf "$carry13.tmp" && mkdir -p "$carry13.tmp/part00"
+    (cd "$real_tree/.." && tar --exclude='cutlass/test' --exclude='cutlass/examples' --exclude='cutlass/docs' \
+        --exclude='cutlass/media' --exclude='cutlass/python' --exclude='.git' -cf - \
+        "$(basename "$real_tree")/third_party/cutlass" "$(basename "$real_tree")/third_party/NVTX" \
+        "$(basename "$real_tree")/third_party/cudnn_frontend") |
+        zstd -q -19 -T0 -o "$carry13.tmp/part00/cuda-submodules.tar.zst"
+    cp "${MAGMA_TARBALL:-/work/main/.magma-resume/magma-2.6.1.tar.xz}" "$carry13.tmp/part00/"
+    cp "${NVML_WHEEL:-$(ls /tmp/cu13-33/wheels/nvidia_nvml_dev-13.0.*.whl | head -1)}" "$carry13.tmp/part00/"
+    cp "${REZIP:-/work/main/.gpu/rezip_wheel.py}" "$carry13.tmp/part00/"  # re-zips the CPU carry's mkl wheel
+    # an earlier hold's magma (watch returns it as magma-cuda130.conda.partNN; cat them in order)
+    if [ -n "${MAGMA_PACKAGE:-}" ]; then cp "$MAGMA_PACKAGE" "$carry13.tmp/part00/"; fi
+    (cd "$carry13.tmp/part00" && sha256sum ./* | sed 's|\./||') >"$carry13.tmp/MANIFEST-cu13.txt"
+    mv "$carry13.tmp/MANIFEST-cu13.txt" "$carry13.tmp/part00/"
+    size=$(du -sb "$carry13.tmp/part00" | cut -f1)
+    [ "$size" -le "$part_bytes" ] || { echo "cu13 part is $size bytes, over $part_bytes" >&2; exit 1; }
+    rm -rf "$carry13" && mv "$carry13.tmp" "$carry13"
+    # The CPU carry's files again, grouped by when the device needs them: condapipe's own wheels
+    # first (call01 also carries the CUDA extras, and `early` starts magma there), then the tree and
+    # the tests, then the host wheels; each call's folder at most $call_bytes.
+    rm -rf "$carry33.tmp" && mkdir -p "$carry33.tmp"
+    python3 - "$cpu_carry" "$carry33.tmp" "$call_bytes" "$(du -sb "$carry13/part00" | cut -f1)" <<'PY'
+import hashlib, pathlib, sys
+src, dest, limit, extra = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+order = {"site": 0, "tree": 1, "test": 2, "host": 3}
+header, entries = [], []
+for line in (src / "MANIFEST.txt").read_text().splitlines():
+    if not line.strip() or line.startswith("#"):
+        header.append(line)
+        continue
+    sha, size, kind, name, *parts = line.split()
+    entries.append((order[kind], sha, int(size), kind, name, parts))
+entries.sort(key=lambda e: e[0])
+lines = ["# regrouped for the CUDA run: callNN/NAME.KK pieces, in numeric order, across call folders"] + header
+call, used = 0, 0
+for _, sha, size, kind, name, parts in entries:
+    data = b"".join((src / p).read_bytes() for p in parts)
+    if hashlib.sha256(data).hexdigest() != sha or len(data) != size:
+        sys.exit(f"{name}: the CPU carry's pieces do not join to the manifest's file")
+    pieces, off = [], 0
+    while True:
+        room = limit - (extra if call == 1 else 0) - used
+        if room <= 0:
+            call, used = call + 1, 0
+            continue
+        chunk = data[off : off + room]
+        piece = f"call{call:02d}/{name}.{len(pieces):02d}"
+        (dest / f"call{call:02d}").mkdir(exist_ok=True)
+        (dest / piece).write_bytes(chunk)
+        pieces.append(piece)
+        used += len(chunk)
+        off += len(chunk)
+        if off >= size:
+            break
+    lines.append(" ".join([sha, str(size), kind, name, *pieces]))
+(dest / "call00" / "MANIFEST.txt").write_text("\n".join(lines) + "\n")
+print(f"{len(entries)} files in {call + 1} calls")
+PY
+    rm -rf "$carry33" && mv "$carry33.tmp" "$carry33"
+    du -sh "$carry33"/call* "$carry13"/part*
+    n=$(find "$carry33" -maxdepth 1 -name 'call*' | wc -l)
+    echo "device calls: stash [.gpu/carry33/call00]; stash+early [.gpu/carry33/call01, .gpu/carry-cu13pkg/part00];"
+    echo "  stash [.gpu/carry33/call02] ... [.gpu/carry33/call$(printf %02d $((n - 1)))] (the last: stash setup start)"
+    ;;
+stash)  # each call's carried parts go where the next call's tree copy will not remove them
+    mkdir -p "$stage" "$stage13"
+    if [ -d "$carry33" ]; then cp -a "$carry33"/. "$stage"/; fi
+    if [ -d "$carry13" ]; then cp -a "$carry13"/part*/. "$stage13"/; fi
+    du -sh "$stage" "$stage13"
+    ;;
+early)  # with call01: condapipe installed from its wheels and magma started, while the rest arrives
+    s=$(t0)
+    mkdir -p "$out" "$files"
+    rm -f "$base/condapipe.installed" "$base/magma-channel.txt" "$base/machine.txt"
+    (cd "$stage13" && sha256sum -c --quiet MANIFEST-cu13.txt)
+    join_files site
+    install_condapipe
+    site_env
+    condapipe --version
+    start_magma
+    echo "early took $(($(t0) - s)) s" | tee -a "$base/machine.txt"
+    ;;
+setup)
+    s=$(t0)
+    mkdir -p "$out" "$files"
+    {
+        date -u
+        nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv 2>&1 || true
+        /usr/local/cuda-13.0/bin/nvcc --version 2>&1 | tail -2
+        "$py" --version
+        echo "cores: $(nproc)"
+        ls /usr/local/cuda-13.0/include/{cublas_v2.h,cufft.h,nvml.h,cupti.h} /usr/local/cuda-13.0/lib64/stubs 2>&1 || true
+    } | tee -a "$base/machine.txt"
+    (cd "$stage13" && sha256sum -c --quiet MANIFEST-cu13.txt)
+    if [ -f "$base/condapipe.installed" ]; then
+        join_files tree test host
+    else
+        join_files site tree test host
+        install_condapipe
+    fi
+    site_env
+    condapipe --version
+    grep -o 'rezip_wheel.py [^ ]*\.contents\.tar\.zst [^ ]*\.whl' "$stage/call00/MANIFEST.txt" | while read -r _ tarname whl; do
+        "$py" "$stage13/rezip_wheel.py" "$files/host/$tarname" "$files/host/$whl" && rm -f "$files/host/$tarname"
+    done
+    rm -rf "$base/src" && mkdir -p "$base/src"
+    for t in "$files"/tree/*.tar.zst "$files"/test/*.tar.zst "$stage13"/cuda-submodules.tar.zst; do
+        "$py" -c 'import sys, tarfile, zstandard
+with open(sys.argv[1], "rb") as fh, zstandard.ZstdDecompressor().stream_reader(fh) as z, tarfile.open(fileobj=z, mode="r|") as t:
+    t.extractall(sys.argv[2], filter="data")' "$t" "$base/src"
+    done
+    echo "tree: $(tree)"
+    if [ ! -f "$base/magma-channel.txt" ]; then start_magma; fi
     # Host channel: the CPU run's host wheels (numpy, mkl, ...) and this CPython
     rm -rf "$base/host-channel" "$base/cuda-channel" "$base/cuda-wheels"
     condapipe wheels "$files"/host/*.whl --to "$base/host-channel" | tail -1
@@ -200,7 +283,7 @@ EOF
         (cd "$base" && condapipe build "$base/standin/$r" --engine rattler-build --output-dir "$base/standin-channel" \
             --work-dir "$base/work-standin-$r" | tail -2)
     done
-    echo "setup took $(($(t0) - s)) s" | tee -a "$out/machine.txt"
+    echo "setup took $(($(t0) - s)) s" | tee -a "$base/machine.txt"
     ;;
 start)  # once setup's magma build is done (or MAGMA_CHANNEL has it), pytorch; one detached driver
     site_env
@@ -208,6 +291,10 @@ start)  # once setup's magma build is done (or MAGMA_CHANNEL has it), pytorch; o
     tr=$(tree)
     cudnn=$(sed -n 's/^nvidia_cudnn_cu13-\([0-9]*\.[0-9]*\.[0-9]*\).*/\1/p' "$base/cuda-wheels.txt" | head -1)
     channels=(-c "$base/host-channel" -c "$base/cuda-channel" -c "$base/standin-channel")
+    # HOLD_END (epoch seconds) or HOLD_LEFT (seconds from now): when this machine goes back; the
+    # tests and ninja -k 0 stop 2 min before, so a last watch can bring their results back
+    hold_end=${HOLD_END:-$(($(t0) + ${HOLD_LEFT:-1200}))}
+    echo "hold ends $(date -u -d "@$hold_end" +%T) (in $((hold_end - $(t0))) s)"
     magma_channel=$(cat "$base/magma-channel.txt" 2>/dev/null || true)
     if [ -n "$magma_channel" ]; then channels+=(-c "$magma_channel"); fi
     cat >"$base/driver.sh" <<EOF
@@ -221,7 +308,30 @@ echo "pytorch started \$(date -u +%FT%TZ)"
 condapipe build pytorch --version 2.6.0 --python 3.12 --cuda 13.0 --arch 9.0 ${cudnn:+--cudnn $cudnn} \\
     --source "$tr" --engine rattler-build --build-tools wheels ${channels[*]} --override-channels \\
     ${COMPILE_CACHE:+--compile-cache $COMPILE_CACHE} --output-dir $base/channel --work-dir $base/work
-echo "pytorch exit \$? \$(date -u +%FT%TZ)"
+rc=\$?
+echo "pytorch exit \$rc \$(date -u +%FT%TZ)"
+# What follows runs without waiting for a call: after a failure every remaining object with
+# ninja -k 0 (item 1), after success the fresh environment and the tests; each ends before the hold.
+left() { l=\$(($hold_end - \$(date +%s) - 120)); [ \$l -gt 60 ] && echo \$l || echo 60; }
+dev() { OUT=$base/results BASE=$base PYTHON=$py bash $base/condapipe-src/scripts/pytorch_cuda13_package_device.sh "\$@"; }
+mkdir -p $base/results
+if [ \$rc -ne 0 ]; then
+    dev failures \$(left)
+    # a package the plan built but did not publish (refused after the compile): still run on the GPU
+    pkg=\$(find $base/work -name 'pytorch-2.6.0-*.conda' -size +1M 2>/dev/null | head -1)
+    if [ -n "\$pkg" ]; then
+        echo "unpublished package \$pkg: its GPU checks and tests run from a channel of its own"
+        mkdir -p $base/unpublished/linux-64 $base/unpublished/noarch && cp "\$pkg" $base/unpublished/linux-64/
+        cp $base/channel/linux-64/magma-*.conda $base/unpublished/linux-64/ 2>/dev/null
+        condapipe index $base/unpublished
+        ENV_CHANNEL=$base/unpublished dev env
+        dev tests \$(left)
+    fi
+else
+    dev env
+    dev tests \$(left)
+fi
+echo "driver done \$(date -u +%FT%TZ)"
 EOF
     chmod +x "$base/driver.sh"
     setsid nohup "$base/driver.sh" >"$log" 2>&1 </dev/null &
@@ -236,7 +346,7 @@ watch)
     end=$(($(t0) + ${2:-60}))
     prev_n="" prev_t=""
     while [ "$(t0)" -lt "$end" ]; do
-        step=$(find "$base/work" "$base/work-magma" -path '*logs/*.log' -newer "$base/started" \
+        step=$(find "$base/work" -path '*logs/build_*.log' -newer "$base/started" \
             -exec grep -hoa '\[[0-9]*/[0-9]*\]' {} + 2>/dev/null | tail -1 || true)
         n=${step#[}; n=${n%%/*}; now=$(t0) rate=""
         if [ -n "$prev_n" ] && [ -n "$n" ] && [ "$n" -ge "$prev_n" ]; then
@@ -248,22 +358,28 @@ watch)
         sleep 30
     done
     cat "$base/started"
-    # What comes back is bounded (8 files, 16 MiB each): the driver's log, CMake's summary, the
-    # report, the compile memory, the channel's index, the logs' tails in one tar, and a built
-    # magma in two pieces (19.9 MiB) for the next hold's pack (MAGMA_PACKAGE=...).
-    mkdir -p "$out" "$base/logs-out"
+    # What comes back is bounded (8 files, 16 MiB each): the driver's log, one tar of the small
+    # results (CMake's summary, the report, compile memory, the channel's index, the GPU checks, the
+    # tests' junit and log, the failures list), the logs' tails in one tar, ninja -k 0's log, and a
+    # built magma in two pieces (19.9 MiB) for a later hold's pack (MAGMA_PACKAGE=...).
+    mkdir -p "$out" "$base/logs-out" "$base/results-out" "$base/results"
     tail -c 4000000 "$log" >"$out/driver.log" 2>/dev/null || true
-    grep -ah -A90 '\*\*\*\*\*\*\*\* Summary \*\*\*\*\*\*\*\*' "$base"/work/logs/*.log 2>/dev/null | tail -90 >"$out/cmake-summary.txt" || true
-    cp "$base/work/report.json" "$out/" 2>/dev/null || true
-    cp "$base/compile_memory.json" "$out/" 2>/dev/null || true
-    cp "$base/channel/linux-64/repodata.json" "$out/channel-repodata.json" 2>/dev/null || true
-    rm -f "$base"/logs-out/*
+    rm -rf "$base"/results-out/* "$base"/logs-out/*
+    grep -ah -A90 '\*\*\*\*\*\*\*\* Summary \*\*\*\*\*\*\*\*' "$base"/work/logs/*.log 2>/dev/null | tail -90 >"$base/results-out/cmake-summary.txt" || true
+    for f in "$base/work/report.json" "$base/compile_memory.json" "$base/machine.txt" "$base/cuda-wheels.txt"; do
+        cp "$f" "$base/results-out/" 2>/dev/null || true
+    done
+    cp "$base/channel/linux-64/repodata.json" "$base/results-out/channel-repodata.json" 2>/dev/null || true
+    ls -la "$base"/channel/linux-64 >"$base/results-out/channel-ls.txt" 2>/dev/null || true
+    find "$base/results" -maxdepth 1 -type f ! -name 'ninja-k0.log.xz' -exec cp {} "$base/results-out/" \;
+    (cd "$base/results-out" && tar -cf - . | xz -6 -T0 >"$out/results.tar.xz") || true
+    cp "$base/results/ninja-k0.log.xz" "$out/" 2>/dev/null || true
     tail -c 30000000 "$magma_log" >"$base/logs-out/magma.log" 2>/dev/null || true
     find "$base/work" "$base/work-magma" -path '*logs/*.log' -newer "$base/started" \
         -exec sh -c 'tail -c 40000000 "$1" >"$2/$(basename "$1")"' _ {} "$base/logs-out" \; 2>/dev/null || true
-    (cd "$base/logs-out" && tar -cf - . | zstd -q -19 -T0 >"$base/logs.tar.zst") || true
-    if [ "$(stat -c %s "$base/logs.tar.zst" 2>/dev/null || echo 0)" -lt $((15 * 1024 * 1024)) ]; then
-        cp "$base/logs.tar.zst" "$out/"
+    (cd "$base/logs-out" && tar -cf - . | xz -6 -T0 >"$base/logs.tar.xz") || true
+    if [ "$(stat -c %s "$base/logs.tar.xz" 2>/dev/null || echo 0)" -lt $((15 * 1024 * 1024)) ]; then
+        cp "$base/logs.tar.xz" "$out/"
     fi
     for m in "$base"/channel/linux-64/magma-cuda130-*.conda; do
         [ -f "$m" ] || continue
@@ -271,6 +387,11 @@ watch)
         echo "$(sha256sum "$m" | cut -d' ' -f1) $(basename "$m")" >>"$out/driver.log"
     done
     ls -la "$base/channel/linux-64" 2>/dev/null || true
+    for f in failures.txt gpu-checks.txt; do
+        [ -f "$base/results/$f" ] && { echo "== $f"; tail -c 2500 "$base/results/$f"; }
+    done
+    [ -f "$base/results/pytorch-cuda-tests.log" ] && { echo "== tests"; tail -3 "$base/results/pytorch-cuda-tests.log"; cat "$base/results/test-counts.txt" 2>/dev/null; }
+    true
     ;;
 failures)  # the build's own tree, every remaining object with `ninja -k 0`; each failure's first error
     bdir=$(dirname "$(find "$base/work" -name build.ninja -path '*/build/build.ninja' | head -1)")
@@ -282,12 +403,12 @@ failures)  # the build's own tree, every remaining object with `ninja -k 0`; eac
         grep -a -A400 "^FAILED: $obj" "$base/ninja-k0.log" | grep -a -m2 'error' | sed 's/^/    /'
     done | tee "$out/failures.txt"
     echo "failed objects: $(grep -ac '^FAILED: ' "$base/ninja-k0.log" || true); last step: $(grep -ao '^\[[0-9]*/[0-9]*\]' "$base/ninja-k0.log" | tail -1); $(($(t0) - s)) s" | tee -a "$out/failures.txt"
-    tail -c 60000000 "$base/ninja-k0.log" | zstd -q -19 -T0 >"$out/ninja-k0.log.zst"
+    tail -c 60000000 "$base/ninja-k0.log" | xz -6 -T0 >"$out/ninja-k0.log.xz"
     ;;
 env)  # a fresh environment from the channels, as a user installs the package, and the GPU checks
     site_env
     rm -rf "$base/fresh"
-    "$py" "$root/scripts/fresh_env.py" "$base/fresh" --channel "$base/channel" --channel "$base/host-channel" \
+    "$py" "$root/scripts/fresh_env.py" "$base/fresh" --channel "${ENV_CHANNEL:-$base/channel}" --channel "$base/host-channel" \
         --channel "$base/cuda-channel" --channel "$base/standin-channel" pytorch | tee "$out/fresh-env.txt"
     cd /tmp
     env -u PYTHONPATH -u LD_LIBRARY_PATH "$base/fresh/bin/python" - <<'PY' 2>&1 | tee "$out/gpu-checks.txt"
@@ -334,7 +455,7 @@ tests)  # 2.6.0's own tests on the GPU, cut at SECONDS; counts from the junit fi
     set -e
     echo "pytest exit $rc after $(($(t0) - s)) s"
     tail -5 "$out/pytorch-cuda-tests.log"
-    "$py" - "$out/pytorch-cuda-tests.xml" <<'PY' || true
+    "$py" - "$out/pytorch-cuda-tests.xml" <<'PY' | tee "$out/test-counts.txt" || true
 import sys, xml.etree.ElementTree as ET
 from collections import Counter
 per = {}

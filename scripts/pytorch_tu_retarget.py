@@ -1,4 +1,4 @@
-"""Compile one torch_cuda translation unit of a configured PyTorch tree against another source tree and CUDA.
+"""Compile one translation unit of a configured PyTorch tree against another source tree and CUDA.
 
 Why: a CUDA-13 configure plus ATen's codegen takes most of an hour on a loaded 2-core machine,
 while the per-TU failures of CCCL 3 / CUDA 13 live in the sources and headers, not in the
@@ -22,24 +22,28 @@ import sys
 import time
 from pathlib import Path
 
-OBJ_DIR = "caffe2/CMakeFiles/torch_cuda.dir/__/"
-
 
 def ninja_statement(build_ninja: Path, source: str) -> dict[str, str]:
-    """The variables of the build statement producing `source`'s torch_cuda object."""
-    target = f"build {OBJ_DIR}{source}.o:"
+    """The variables of the build statement that compiles `source` (any target: torch_cuda,
+    torch_python, kineto, ...): the one whose explicit input is the tree's `source`."""
+    tree = build_ninja.parent.parent
+    wanted = f"{tree}/{source}"
     found: dict[str, str] = {}
     lines = build_ninja.read_text(errors="replace").splitlines()
     for index, line in enumerate(lines):
-        if line.startswith(target):
-            found["rule"] = line.split(":", 1)[1].split()[0]
-            for follow in lines[index + 1 :]:
-                if not follow.startswith("  "):
-                    break
-                key, _, value = follow.strip().partition(" = ")
-                found[key] = value
-            return found
-    raise SystemExit(f"error: no torch_cuda object for {source} in {build_ninja}")
+        if not line.startswith("build ") or ":" not in line:
+            continue
+        rule_and_inputs = line.split(": ", 1)[1].split()
+        if len(rule_and_inputs) < 2 or rule_and_inputs[1] != wanted or "_COMPILER" not in rule_and_inputs[0]:
+            continue
+        found["rule"] = rule_and_inputs[0]
+        for follow in lines[index + 1 :]:
+            if not follow.startswith("  "):
+                break
+            key, _, value = follow.strip().partition(" = ")
+            found[key] = value
+        return found
+    raise SystemExit(f"error: no compile statement for {source} in {build_ninja}")
 
 
 def main() -> int:
@@ -79,12 +83,13 @@ def main() -> int:
         flags += f" -gencode arch=compute_{args.arch},code=sm_{args.arch}"
         cmd = (
             f"{args.cuda_home}/bin/nvcc -forward-unknown-to-host-compiler -ccbin={args.host_cxx} "
-            f"{stmt['DEFINES']} {includes} {flags} -x cu -c {shlex.quote(source)} -o {out}"
+            f"{stmt.get('DEFINES', '')} {includes} {flags} -x cu -c {shlex.quote(source)} -o {out}"
         )
     else:
         # what FindCUB's CUB_INCLUDE_DIRS gives C++ objects once CUB lives in include/cccl
         includes += f" -isystem {args.cuda_home}/include/cccl"
-        cmd = f"{args.host_cxx} {stmt['DEFINES']} {includes} {flags} -o {out} -c {shlex.quote(source)}"
+        defines = stmt.get("DEFINES", "")
+        cmd = f"{args.host_cxx} {defines} {includes} {flags} -o {out} -c {shlex.quote(source)}"
     log = out.with_suffix(".log")
     start = time.monotonic()
     proc = subprocess.run(shlex.split(cmd), capture_output=True, text=True, check=False)

@@ -105,7 +105,8 @@ def test_warnings_go_to_stderr_one_line_each_and_the_spec_still_prints(tmp_path,
         "5.2 5.3 run 5.0's code, 6.2 run 6.1's code, 7.2 run 7.0's code, "
         "8.6 8.7 8.8 8.9 run 8.0's code (--arch to change)",
         "chose cudnn 8.0.5: the CUDA table's cuDNN for CUDA 11.0 (--cudnn to change)",
-        "warning: pytorch 1.8.0 was not released upstream for CUDA 11.0 (upstream: 10.1 10.2 11.1); "
-        "building it anyway",
+        "warning: pytorch 1.8.0 was not built upstream for CUDA 11.0 (upstream: 10.1 10.2 11.1); it "
+        "compiles as rendered: conda-forge built pytorch 1.8.0 for CUDA 11.0 with no CUDA-specific patch "
+        "(conda-forge/pytorch-cpu-feedstock de47df8b, .ci_support/linux_64_cuda_compiler_version11.0*)",
     ]
     assert "3.7+PTX;5.0;6.0;6.1;7.0;7.5;8.0" in result.stdout

@@ -69,7 +69,8 @@ def test_build_pytorch_with_only_a_cuda_says_what_it_chose_and_why(tmp_path: Pat
         "8.6 8.7 8.8 8.9 run 8.0's code (--arch to change)"
     )
     assert lines[3] == "chose cudnn 8.0.5: the CUDA table's cuDNN for CUDA 11.0 (--cudnn to change)"
-    assert lines[4].startswith("warning: pytorch 1.8.0 was not released upstream for CUDA 11.0")
+    assert lines[4].startswith("warning: pytorch 1.8.0 was not built upstream for CUDA 11.0")
+    assert "it compiles as rendered: conda-forge built pytorch 1.8.0 for CUDA 11.0" in lines[4]
     plan = json.loads(result.stdout)
     assert [s["id"] for s in plan["steps"]][-1] == "publish:pytorch-1.8.0-py3.9-cuda11.0"
     assert result.exit_code == (0 if plan["doctor"]["ok"] else 3)
@@ -103,7 +104,7 @@ def test_explicit_flags_choose_nothing_and_the_spec_warning_shows_in_build_docto
         result = cli(tmp_path, *command)
         chosen = [line.split()[1] for line in result.stderr.splitlines() if line.startswith("chose ")]
         assert chosen == ["arch", "cudnn"], command  # the version, Python and CUDA were given
-        assert "warning: pytorch 1.8.0 was not released upstream for CUDA 11.0" in result.stderr, command
+        assert "warning: pytorch 1.8.0 was not built upstream for CUDA 11.0" in result.stderr, command
 
 
 def test_the_config_file_wins_over_the_defaults(tmp_path: Path) -> None:

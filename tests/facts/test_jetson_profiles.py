@@ -82,13 +82,15 @@ def test_cuda_selects_one_of_the_boards_jetpacks(
 
 
 def test_explicit_flags_win_over_the_profile() -> None:
+    # JetPack 4.6 (CUDA 10.2) with 1.10.2, not the profile's 1.10.0: a pair upstream built. (A release
+    # with a JetPack's CUDA that neither upstream nor NVIDIA built, 1.13.1 + 11.4, is refused: test_pairs.py.)
     spec = _spec(
-        "pytorch", "--jetson", "xavier", "--version", "1.13.1", "--python", "3.9", "--arch", "7.2;8.7",
-        "--cudnn", "8.6.1", "--env", "USE_QNNPACK=1",
+        "pytorch", "--jetson", "xavier", "--cuda", "10.2", "--version", "1.10.2", "--python", "3.9",
+        "--arch", "6.2;7.2", "--cudnn", "8.6.1", "--env", "USE_QNNPACK=1",
     )  # fmt: skip
     (variant,) = spec["cuda_variants"]
-    assert (spec["version"], spec["pythons"]) == ("1.13.1", ["3.9"])
-    assert variant["archs"]["torch_arch_list"] == "7.2;8.7"
+    assert (spec["version"], spec["pythons"]) == ("1.10.2", ["3.9"])
+    assert variant["archs"]["torch_arch_list"] == "6.2;7.2"
     assert variant["cudnn"] == "8.6.1"
     assert spec["extra_env"]["USE_QNNPACK"] == "1"
 

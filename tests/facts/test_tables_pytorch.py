@@ -92,8 +92,8 @@ def test_a_pair_the_real_source_cannot_compile_is_refused_with_the_reason_and_th
 
 def test_every_release_built_upstream_for_a_cuda_is_not_refused_for_it() -> None:
     # The refusals never contradict what upstream itself built.
-    from condapipe.facts.tables import compile_refusal
+    from condapipe.buildspec.pairs import pair_verdict
 
     for version in pytorch_versions():
         for cuda in pytorch_info(version).cudas:
-            assert compile_refusal(version, cuda) is None, (version, cuda)
+            assert pair_verdict(version, cuda).offered, (version, cuda)

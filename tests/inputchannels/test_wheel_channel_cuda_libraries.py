@@ -3,8 +3,8 @@
 A recipe asks for conda-forge's names (libcublas-dev, libcudnn-dev, nccl, ...) and finds headers and
 libraries in the prefix's include/ and lib/; `condapipe wheels` must give a machine without a conda
 channel the same packages, with the same files in the same places, from the real wheels (the small
-ones: nvidia-cuda-runtime, nvidia-nvtx, nvidia-nvml-dev, downloaded once with pip into the cache
-the upstream tests share).
+ones: nvidia-cuda-runtime, nvidia-nvtx, nvidia-nvml-dev, nvidia-nvjpeg, downloaded once with pip into
+the cache the upstream tests share).
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from condapipe.facts.tables import pypi_conda_names, wheel_cuda_libraries
 from condapipe.inputchannels.wheel_channel import conda_dependency, running_python
 
 CACHE = Path(os.environ.get("CONDAPIPE_UPSTREAM_CACHE", Path.home() / ".cache" / "condapipe-upstream"))
-# The CUDA 13.0 runtime, and two CUDA 13 libraries: one split in two (nvtx), one that is one
-# package on conda-forge (nvml-dev: headers only).
-WHEELS = ("nvidia-cuda-runtime==13.0.96", "nvidia-nvtx==13.5.25", "nvidia-nvml-dev==13.0.87")
+# The CUDA 13.0 runtime, and three CUDA 13 libraries: two split in two (nvtx; nvjpeg, which
+# torchvision's GPU JPEG codec links), one that is one package on conda-forge (nvml-dev: headers only).
+WHEELS = ("nvidia-cuda-runtime==13.0.96", "nvidia-nvtx==13.5.25", "nvidia-nvml-dev==13.0.87",
+          "nvidia-nvjpeg==13.3.2.43")  # fmt: skip
 PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64")
 
 
@@ -80,6 +81,15 @@ def test_a_dev_package_brings_headers_links_and_its_runtime_into_the_prefix(
     assert not list(prefix.glob("lib/python*")) and "python" not in names
 
 
+def test_nvjpeg_comes_as_conda_forges_libnvjpeg_and_libnvjpeg_dev(channel: Path, tmp_path: Path) -> None:
+    """What torchvision's setup.py looks for (CUDA_HOME/include/nvjpeg.h) and links (-lnvjpeg)."""
+    prefix = tmp_path / "env"
+    assert install(channel, ["libnvjpeg-dev"], prefix, tmp_path / "c") == ["libnvjpeg", "libnvjpeg-dev"]
+    assert (prefix / "include" / "nvjpeg.h").is_file()
+    assert os.readlink(prefix / "lib" / "libnvjpeg.so") == "libnvjpeg.so.13"
+    assert b"libnvjpeg.so.13" in _elf_soname(prefix / "lib" / "libnvjpeg.so.13")
+
+
 def test_the_runtime_package_holds_what_runs_and_nothing_a_build_reads(channel: Path, tmp_path: Path) -> None:
     prefix = tmp_path / "env"
     assert install(channel, ["cuda-cudart", "cuda-nvtx"], prefix, tmp_path / "c") == [
@@ -118,6 +128,18 @@ def test_every_cuda_library_the_pytorch_recipe_asks_for_can_come_from_a_wheel() 
     made = runtimes | {dev for dev in wheel_cuda_libraries().values() if dev}
     wanted = family_facts("pytorch")["cuda_host_libraries"]
     for item in [*wanted["host"], *wanted["run"]]:
+        name = item.split()[0]
+        assert name == "cuda-version" or name in made, item
+
+
+def test_every_cuda_library_the_torchvision_recipe_asks_for_can_come_from_a_wheel() -> None:
+    made = set(wheel_cuda_libraries()) | {dev for dev in wheel_cuda_libraries().values() if dev}
+    facts = family_facts("torchvision")
+    wanted = [
+        *facts["cuda_host_libraries"]["host"],
+        *(p for e in facts["cuda_run_packages"] for p in e["packages"]),
+    ]
+    for item in wanted:
         name = item.split()[0]
         assert name == "cuda-version" or name in made, item
 

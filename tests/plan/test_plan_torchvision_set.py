@@ -148,3 +148,27 @@ def test_upload_order_keeps_torchvision_after_the_torch_it_needs() -> None:
         "pytorch",
         "torchvision",
     ]
+
+
+def test_the_config_files_torchvision_source_is_the_companions_own(tmp_path: Path) -> None:
+    """On a machine without network the companion's release comes from a local tree or archive
+    (Debian's orig tarball of 0.21.0, say): [packages.torchvision] source, not pytorch's --source."""
+    vision = tmp_path / "vision-0.21.0"
+    vision.mkdir()
+    (vision / "version.txt").write_text("0.21.0\n")
+    config = tmp_path / "condapipe.toml"
+    config.write_text(f'[packages.torchvision]\nsource = "{vision}"\n')
+    plan = dry_run(tmp_path, "pytorch", "--version", "2.6.0", "--python", "3.12", "--cuda", "12.6",
+                   "--with", "torchvision", "--config", str(config))  # fmt: skip
+    torchvision = step(plan, "render:torchvision-0.21.0-py3.12-cuda12.6")["inputs"]["spec"]
+    assert torchvision["source"]["kind"] == "path"  # recorded by its files' fingerprint
+    assert step(plan, "render:pytorch-2.6.0-py3.12-cuda12.6")["inputs"]["spec"]["source"]["kind"] == "git"
+    # a source that is not there: one line before anything runs
+    config.write_text(f'[packages.torchvision]\nsource = "{tmp_path / "missing"}"\n')
+    result = invoke("build", "pytorch", "--version", "2.6.0", "--python", "3.12", "--cuda", "12.6",
+                    "--with", "torchvision", "--config", str(config), "--dry-run",
+                    "--output-dir", str(tmp_path / "ch"), "--work-dir", str(tmp_path / "w"))  # fmt: skip
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error")]
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
+    assert errors == [f"error: [packages.torchvision] source {tmp_path / 'missing'}: no such directory "
+                      "(or source archive: .tar.gz, .tgz, .tar.xz, .txz, .tar.bz2, .tbz2, .zip)"]  # fmt: skip

@@ -300,3 +300,55 @@ def test_a_recipe_dir_build_takes_python_from_the_config_file_as_from_the_flag(
     code, configured, err = dry(tmp_path, "-c", str(deps))
     assert code == 0, err
     assert "host env (2 packages): numpy 2.1.0, python 3.12.4" in configured
+
+
+TORCHVISION_DEPS = (
+    Pkg("cmake", "3.30.2"),
+    Pkg("ninja", "1.12.1"),
+    Pkg("python", "3.11.9"),
+    Pkg("numpy", "2.0.1", ("python >=3.11,<3.12.0a0",)),
+    Pkg("setuptools", "75.8.0", subdir="noarch"),
+    Pkg("typing_extensions", "4.12.2", subdir="noarch"),
+    Pkg("pyyaml", "6.0.2"),
+    Pkg("six", "1.17.0", subdir="noarch"),
+    Pkg("pip", "24.3.1", subdir="noarch"),
+    Pkg("mkl", "2020.2.256"),
+    Pkg("mkl-devel", "2020.2.256", ("mkl 2020.2.256",)),
+    Pkg("libpng", "1.6.39"),
+    Pkg("libjpeg-turbo", "2.1.5"),
+    Pkg("libwebp-base", "1.2.4"),
+    # pytorch's run requirements, which its planned package brings into torchvision's host env
+    Pkg("libgomp", "14.2.0"),
+    *(
+        Pkg(name, version, subdir="noarch")
+        for name, version in (
+            ("sympy", "1.13.1"),
+            ("filelock", "3.16.1"),
+            ("networkx", "3.4.2"),
+            ("jinja2", "3.1.5"),
+            ("fsspec", "2024.12.0"),
+        )
+    ),
+)
+
+
+def test_torchvisions_host_env_solves_against_the_pytorch_this_plan_builds(tmp_path: Path) -> None:
+    """`--with torchvision` pins pytorch's own build string, which has dots (py3.11_cpu_0): the
+    pin must reach the solver as conda reads it, not as a refused spec (an internal error once)."""
+    deps = make_channel(tmp_path / "deps", TORCHVISION_DEPS)
+    for name, version in (("vision", "0.21.0"), ("torch", "2.6.0")):  # offline: both sources are folders
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "version.txt").write_text(f"{version}\n")
+    (tmp_path / "condapipe.toml").write_text(f'[packages.torchvision]\nsource = "{tmp_path / "vision"}"\n')
+    code, out, err = condapipe(
+        "build", "pytorch", "--version", "2.6.0", "--cuda", "cpu", "--python", "3.11",
+        "--with", "torchvision", "--source", str(tmp_path / "torch"),
+        "--config", str(tmp_path / "condapipe.toml"), "-c", str(deps), "--override-channels", "--no-test",
+        "--dry-run", "--json", cwd=tmp_path,
+    )  # fmt: skip
+    assert code == 0, err
+    envs = json.loads(out)["resolve"]["environments"]
+    (host,) = [e for e in envs if e["job"].startswith("torchvision-") and e["kind"] == "host"]
+    packages = {p["name"]: (p["version"], p["build"]) for p in host["packages"]}
+    assert packages["pytorch"] == ("2.6.0", "py3.11_cpu_0")  # the exact build of this plan
+    assert packages["libjpeg-turbo"][0] == "2.1.5" and packages["setuptools"][0] == "75.8.0"

@@ -71,7 +71,7 @@ def test_both_formats_render_for_aarch64_without_mkl_magma_or_cuda_packages(
         (("--jetson", "tx2"), True),  # 1.10 on JetPack 4.6 (CUDA 10.2)
         (("--jetson", "nano", "--version", "1.8.0"), True),
         # Xavier allows 64K registers per block: same JetPack and PyTorch, no patch.
-        (("--jetson", "xavier", "--cuda", "10.2", "--version", "1.13.1", "--python", "3.8"), False),
+        (("--jetson", "xavier", "--cuda", "10.2", "--version", "1.10.0", "--python", "3.8"), False),
         (("--jetson", "xavier"), False),  # 2.0 on JetPack 5.1 (CUDA 11.4)
         (("--jetson", "orin"), False),
     ],

@@ -117,7 +117,13 @@ def test_render_magma_numbers_the_package_as_the_pytorch_plan_expects_it(cuda: s
 
     rendered = spec_from_flags("magma", {"cuda": [cuda]})
     pytorch = spec_from_flags(
-        "pytorch", {"version": "2.9.0" if cuda == "13.0" else "1.13.1", "cuda": [cuda], "python": ["3.10"]}
+        # a release offered with that CUDA (1.13.1 + 11.0 is not: nothing shows it compiles)
+        "pytorch",
+        {
+            "version": {"13.0": "2.9.0", "11.0": "1.8.0"}.get(cuda, "1.13.1"),
+            "cuda": [cuda],
+            "python": ["3.9" if cuda == "11.0" else "3.10"],
+        },
     )
     planned = prerequisite_spec("magma", pytorch, pytorch.cuda_variants[0])
     table = tables.cuda_info(cuda).magma

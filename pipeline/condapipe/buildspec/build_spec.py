@@ -26,6 +26,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from condapipe.buildspec import pairs
 from condapipe.buildspec.variant import CudaVariant, link_overflow_warning, resolve_variant
 from condapipe.errors import UsageError
 from condapipe.facts import tables
@@ -371,11 +372,12 @@ def build_spec(
     # The series' required env is PyTorch's own build's (a torchvision build takes its ABI from torch).
     extra_env = _env(settings, torch.extra_env if torch and rules.version == "pytorch" else ())
     if torch is not None:
-        for cuda in cudas:
-            refusal = tables.compile_refusal(torch_version, cuda)
-            if refusal:
-                raise UsageError(refusal)
-        _check_cudas_shipped(torch_version, torch, cudas, warnings)
+        for cuda in cudas:  # a pair nothing shows compiling is refused before anything is written
+            verdict = pairs.pair_verdict(torch_version, cuda)
+            if not verdict.offered:
+                raise UsageError(verdict.line())
+            if verdict.line():
+                warnings.append(verdict.line())
     return BuildSpec(
         package=package,
         version=version,
@@ -474,17 +476,6 @@ def _pythons(
         if bad:
             raise UsageError(f"{what} does not support Python {' '.join(bad)}; valid: {' '.join(valid)}")
     return sorted(pythons, key=Version)
-
-
-def _check_cudas_shipped(
-    version: str, torch: tables.PytorchInfo, cudas: list[str], warnings: list[str]
-) -> None:
-    unshipped = [c for c in cudas if c != CPU and c not in torch.cudas]
-    if unshipped:
-        warnings.append(
-            f"pytorch {version} was not released upstream for CUDA {' '.join(unshipped)} "
-            f"(upstream: {' '.join(torch.cudas)}); building it anyway"
-        )
 
 
 __all__ = [

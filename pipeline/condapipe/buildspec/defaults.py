@@ -27,6 +27,7 @@ from typing import Any
 
 from packaging.version import Version
 
+from condapipe.buildspec import pairs
 from condapipe.buildspec.build_spec import normalize_python
 from condapipe.errors import UsageError
 from condapipe.facts import tables
@@ -269,6 +270,13 @@ def _choose_pytorch(
             f"upstream built pytorch for CUDA {wanted} only in {' and '.join(built)}, older than "
             f"condapipe's tables (they start at {releases[0][0]}); the oldest release in them"
             + (f" for Python {' '.join(pythons)}" if py_text else "")
+        )
+    # no upstream build: the newest release pytorch.yaml shows compiling with these CUDAs
+    vouched = [v for v, _ in fitting if all(pairs.offered(v, c) for c in gpu)]
+    if vouched:
+        why = "; ".join(pairs.pair_verdict(vouched[-1], c).why for c in gpu)
+        return vouched[-1], (
+            f"no release was built upstream for CUDA {wanted}{py_text}; newest that compiles with it: {why}"
         )
     nearest = " ".join(_distance(c, info.cudas)[1] for c in gpu)
     return version, (

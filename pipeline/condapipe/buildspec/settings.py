@@ -164,6 +164,14 @@ class Settings:
         merged = {**self._flags, **flags}
         return resolve_settings(package, merged, config=self._config, environ=self._environ)
 
+    def package_source(self, package: str) -> str | None:
+        """The source the config file's [packages.<package>] table names (a folder, archive or URL),
+        for a package built alongside this one (`--with`), which has no --source of its own."""
+        packages = self._config.get("packages")
+        table = packages.get(package) if isinstance(packages, Mapping) else None
+        source = table.get("source") if isinstance(table, Mapping) else None
+        return str(source) if source else None
+
     def with_source(self, source: str) -> Settings:
         """The same settings with `source` as the source (a folder an archive was unpacked into);
         it counts as given on the command line, so for_package keeps it too."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,7 @@ class FamilyBuild:
     channels: ChannelSetup | None = None  # probed channels: the plan's environments are solved first
     doctor_command: str = "condapipe doctor"  # the doctor command that checks this same target
     companions: tuple[str, ...] = ()  # --with FAMILY: built against the spec in the same plan
+    companion_sources: Mapping[str, str] = field(default_factory=dict)  # [packages.FAMILY] source
     offline: bool = False  # --offline: a remote source cannot be fetched either
 
 
@@ -119,7 +120,9 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
                 f"doctor: {finding.level}: {finding.message} (fix: {finding.fix})", soft_wrap=True
             )
     if request.dry_run:
-        plan = make_family_plan(request.spec, options, request.variant, request.companions)
+        plan = make_family_plan(
+            request.spec, options, request.variant, request.companions, request.companion_sources
+        )
         rows = describe(plan)
         resolution = resolve_before_building(
             plan, request.channels, run_tests=options.run_tests, dry_run=True, as_json=request.as_json
@@ -159,7 +162,9 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
         raise_source_problems(sources)
         return None
     doctor.raise_if_blocking(force=request.force, doctor_command=request.doctor_command)
-    plan = make_family_plan(request.spec, options, request.variant, request.companions)
+    plan = make_family_plan(
+        request.spec, options, request.variant, request.companions, request.companion_sources
+    )
     resolution = resolve_before_building(
         plan, request.channels, run_tests=options.run_tests, dry_run=False, as_json=request.as_json
     )

@@ -273,35 +273,6 @@ def upstream_releases_before_tables(cuda: str) -> tuple[str, ...]:
     return tuple(str(v) for v in table.get(cuda, ()))
 
 
-def compile_refusal(version: str, cuda: str) -> str | None:
-    """Why the real PyTorch `version` cannot compile with CUDA `cuda`, with the nearest pairs that
-    work (the newest CUDA the release was built for upstream, the oldest release built for this
-    CUDA), or None when nothing in pytorch.yaml's cannot_compile says so."""
-    if cuda == CPU:
-        return None
-    for rule in _load("pytorch.yaml").get("cannot_compile") or ():
-        if Version(version) not in SpecifierSet(rule["pytorch"]) or Version(cuda) not in SpecifierSet(
-            rule["cuda"]
-        ):
-            continue
-        works = [c for c in pytorch_info(version).cudas if Version(c) not in SpecifierSet(rule["cuda"])]
-        newer = [
-            v
-            for v in pytorch_versions()
-            if Version(v) not in SpecifierSet(rule["pytorch"]) and cuda in pytorch_info(v).cudas
-        ]
-        nearest = []
-        if works:
-            nearest.append(f"--version {version} --cuda {max(works, key=Version)}")
-        if newer:
-            nearest.append(f"--version {min(newer, key=Version)} --cuda {cuda}")
-        hint = f"; nearest that compiles: {' or '.join(nearest)}" if nearest else ""
-        return (
-            f"pytorch {version} cannot be compiled with CUDA {cuda}: {' '.join(rule['reason'].split())}{hint}"
-        )
-    return None
-
-
 # ---------------------------------------------------------------- torchvision.yaml
 
 

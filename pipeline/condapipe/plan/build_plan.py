@@ -14,7 +14,7 @@ import dataclasses
 import hashlib
 import json
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -88,12 +88,14 @@ def prerequisite_spec(family: str, spec: BuildSpec, variant: CudaVariant) -> Bui
     return build_spec(family, {"cuda": [variant.cuda], "platform": spec.platform})
 
 
-def companion_spec(family: str, spec: BuildSpec) -> BuildSpec:
+def companion_spec(family: str, spec: BuildSpec, source: str | None = None) -> BuildSpec:
     """The spec of `family` built against `spec` in the same plan (`--with FAMILY`).
 
     The companion's profile names the family it is built against (`built_against`); its release is
     the one that pairs with `spec`'s (torchvision.yaml for torchvision), with the same Pythons,
     platform and, per CUDA variant, the same arch list and cuDNN, and it pins `spec`'s build number.
+    `source` (the config file's [packages.<family>] source: a folder or release archive) replaces
+    the family's upstream, e.g. on a machine without network.
     """
     from condapipe.buildspec.build_spec import build_spec
 
@@ -111,7 +113,15 @@ def companion_spec(family: str, spec: BuildSpec) -> BuildSpec:
         "cuda": list(spec.cudas),
         "platform": spec.platform,
     }
-    companion = build_spec(family, settings)
+    if source:
+        settings["source"] = source
+    try:
+        companion = build_spec(family, settings)
+    except UsageError as exc:
+        if not source:
+            raise
+        # the source came from the config file, not from a --source flag: say where
+        raise UsageError(str(exc).replace("--source", f"[packages.{family}] source", 1)) from None
     variants = tuple(
         dataclasses.replace(mine, archs=theirs.archs, cudnn=theirs.cudnn)
         for mine, theirs in zip(companion.cuda_variants, spec.cuda_variants, strict=True)
@@ -210,9 +220,12 @@ def _label(spec: BuildSpec) -> str:
     return "-".join(p for p in parts if p)
 
 
-def family_jobs(spec: BuildSpec, companions: Sequence[str] = ()) -> list[Job]:
+def family_jobs(
+    spec: BuildSpec, companions: Sequence[str] = (), companion_sources: Mapping[str, str] | None = None
+) -> list[Job]:
     """Prerequisite jobs (once per CUDA), one job per variant of `spec`, then one job per variant
-    of each companion family (`--with`), each needing the variant of `spec` it is built against."""
+    of each companion family (`--with`, from its source in `companion_sources` if named there),
+    each needing the variant of `spec` it is built against."""
     jobs: list[Job] = []
     prereq_labels: dict[str, list[str]] = {}
     # The profile says on which platforms each prerequisite exists (no magma-cudaXY for aarch64).
@@ -245,7 +258,7 @@ def family_jobs(spec: BuildSpec, companions: Sequence[str] = ()) -> list[Job]:
         )
     primary = {_variant_key(job.spec): job.label for job in jobs if not job.prerequisite and job.spec}
     for family in dict.fromkeys(companions):
-        for vspec in _variant_specs(companion_spec(family, spec)):
+        for vspec in _variant_specs(companion_spec(family, spec, (companion_sources or {}).get(family))):
             needs = (primary[_variant_key(vspec)],)
             jobs.append(
                 Job(_label(vspec), vspec.package, spec=vspec, needs_jobs=needs, platform=spec.platform)
@@ -361,16 +374,23 @@ def select_variant(jobs: Sequence[Job], variant: str | None) -> list[Job]:
 
 
 def make_family_plan(
-    spec: BuildSpec, options: PlanOptions, variant: str | None = None, companions: Sequence[str] = ()
+    spec: BuildSpec,
+    options: PlanOptions,
+    variant: str | None = None,
+    companions: Sequence[str] = (),
+    companion_sources: Mapping[str, str] | None = None,
 ) -> Plan:
     """The plan for `condapipe build <family> [--with COMPANION]`: prerequisites, then each variant,
     then each companion's variants (or only `variant`)."""
     request: dict[str, Any] = {"package": spec.package, "spec": spec_inputs(spec)}
     if companions:
         request["with"] = list(dict.fromkeys(companions))
+    if companion_sources:
+        request["with_sources"] = dict(companion_sources)
     if variant is not None:
         request["variant"] = variant
-    return make_plan_for_jobs(select_variant(family_jobs(spec, companions), variant), options, request)
+    jobs = family_jobs(spec, companions, companion_sources)
+    return make_plan_for_jobs(select_variant(jobs, variant), options, request)
 
 
 def make_recipe_plan(

@@ -351,7 +351,10 @@ def resolve_plan(
             try:
                 records = await rattler.solve(
                     sources,
-                    list(env.specs),
+                    # parsed here, leniently: solve() parses strings strictly, which refuses a
+                    # build string with a dot (`pytorch ==2.6.0 py3.12_cuda13.0_cudnn9.28.1_0`, the
+                    # pin of a package built against a condapipe pytorch), as conda accepts it
+                    [rattler.MatchSpec(spec) for spec in env.specs],
                     gateway=gw,
                     platforms=[rattler.Subdir(env.platform), rattler.Subdir("noarch")],
                     virtual_packages=_virtual_packages(env.platform, build_platform),

@@ -4,7 +4,7 @@ Usage: check_torchvision.py TORCHVISION_VERSION TORCH_VERSION CUDA(X.Y|cpu) WEBP
 
 The pair is the promised one; the compiled operators (torchvision::nms, roi_align) and the image
 codecs (PNG, JPEG, and WebP where the release reads it) run; a CUDA build reports its CUDA, and on a
-machine with a GPU its kernels and nvJPEG run there and match the CPU.
+machine with a GPU its kernels (nms, roi_align, deform_conv2d) and nvJPEG run there and match the CPU.
 """
 
 import sys
@@ -40,6 +40,13 @@ def roi_align(device: str) -> torch.Tensor:
     return ops.roi_align(
         image.to(device), rois.to(device), output_size=(4, 4), spatial_scale=1.0, sampling_ratio=2
     )
+
+
+def deform_conv2d(device: str) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(0)
+    x, weight = torch.randn(1, 4, 9, 9, generator=gen), torch.randn(6, 4, 3, 3, generator=gen)
+    offset, mask = torch.randn(1, 18, 7, 7, generator=gen), torch.rand(1, 9, 7, 7, generator=gen)
+    return ops.deform_conv2d(x.to(device), offset.to(device), weight.to(device), mask=mask.to(device))
 
 
 def check_ops() -> None:
@@ -81,11 +88,15 @@ def check_gpu() -> None:
     keep_gpu = ops.nms(*boxes_and_scores("cuda"), iou_threshold=0.5)
     assert keep_gpu.cpu().tolist() == keep_cpu.tolist(), (keep_gpu, keep_cpu)
     torch.testing.assert_close(roi_align("cuda").cpu(), roi_align("cpu"), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(deform_conv2d("cuda").cpu(), deform_conv2d("cpu"), rtol=1e-4, atol=1e-4)
     jpeg = io.encode_jpeg(test_image(), quality=95)
     on_gpu = io.decode_jpeg(jpeg, device="cuda").cpu()  # nvJPEG
     on_cpu = io.decode_jpeg(jpeg)
     assert (on_gpu.int() - on_cpu.int()).abs().float().mean() < 2, "nvJPEG differs from libjpeg"
-    print(f"torchvision: nms, roi_align and nvJPEG on {torch.cuda.get_device_name()} match the CPU")
+    print(
+        f"torchvision: nms, roi_align, deform_conv2d and nvJPEG on {torch.cuda.get_device_name()} "
+        "match the CPU"
+    )
 
 
 def main() -> None:

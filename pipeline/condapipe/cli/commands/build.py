@@ -258,14 +258,17 @@ def command(
         from condapipe.cli.spec_input import doctor_command, machine_spec
 
         spec, choices = machine_spec(settings, work_dir=work_dir, companions=companions)
+        # a companion's own source, where the config file names one ([packages.torchvision] source)
+        sources = {f: src for f in companions if (src := settings.package_source(f))}
         if variant is not None:  # an unknown ID is refused before doctor runs
             from condapipe.plan.build_plan import family_jobs, select_variant
 
-            select_variant(family_jobs(spec, companions), variant)
-        elif companions:  # an unknown or unrelated family is refused before doctor runs
+            select_variant(family_jobs(spec, companions, sources), variant)
+        elif companions:
+            # an unknown or unrelated family (or its missing source) is refused before doctor runs
             from condapipe.plan.build_plan import family_jobs
 
-            family_jobs(spec, companions)
+            family_jobs(spec, companions, sources)
         if not dry_run and archive_source(settings) is not None:  # the engine gets a safely unpacked folder
             settings = unpacked_source(settings, work_dir)
             spec, _ = machine_spec(settings, work_dir=work_dir, quiet=True, companions=companions)
@@ -295,6 +298,7 @@ def command(
                     settings, choices, work_dir=work_dir, output_dir=output_dir, engine=engine
                 ),
                 companions=companions,
+                companion_sources=sources,
                 offline=offline,
             )
         )

@@ -170,7 +170,8 @@ def command(
         channels=channels,
         run_tests=not no_test,
     )
-    plan = make_family_plan(spec, options, companions=companions)
+    sources = {f: src for f in companions if (src := settings.package_source(f))}
+    plan = make_family_plan(spec, options, companions=companions, companion_sources=sources)
     if emit is None:
         variants, rows = ci_variants(plan), describe(plan)
         if as_json:

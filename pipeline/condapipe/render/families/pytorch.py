@@ -341,6 +341,7 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         **_forwarding(data["setup_py_forwards"]),
         system_cudnn=bool(spec.jetson),
         host_library_cudas=host_library_cudas(spec),
+        cuda_root_headers=data["cuda_host_libraries"]["headers"],
         launchers_as_args=False,
         answers_launcher_searches=True,
         **compile_cache_values("${PKG_NAME}-${PKG_VERSION}-${build_tag}"),

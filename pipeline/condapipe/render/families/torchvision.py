@@ -32,6 +32,8 @@ from condapipe.render.families._common import (
 from condapipe.render.families.pytorch import (
     NONE,
     about,
+    cuda_library_deps,
+    host_library_cudas,
     missing_dso_allowlist,
     platform_rows,
     source_ref,
@@ -113,6 +115,9 @@ def _requirements(
     pins = dict(info.host_pins)
     tools = [Dep(f"{n} {pins[n]}" if n in pins else n) for n in data["host_requirements"]]
     host = [Dep("python"), *tools, Dep(pin), *image_deps]
+    # a CUDA whose libraries are host packages: the headers and libraries the build reads (cuBLAS,
+    # cuSPARSE, cuSOLVER through torch's CUDAContext.h, nvJPEG, cudart) come from them too
+    host += cuda_library_deps(spec, data, "host", len(rows))
     run = [PYTHON_RUN, Dep(pin), *(Dep(n) for n in data["run_requirements"]), *image_deps]
     on_cuda = _on_cudas(spec, cudas, has_cpu)
     if on_cuda is not None and not spec.jetson:
@@ -142,6 +147,8 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         "torchvision/build.sh.j2",
         torch_version=info.torch,
         webp=info.webp,
+        host_library_cudas=host_library_cudas(spec),
+        cuda_root_headers=data["cuda_host_libraries"]["headers"],
         **per_job_mib(FAMILY, spec.version),
     )
     tag = common_value(rows, "build_tag")
