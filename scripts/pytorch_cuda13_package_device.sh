@@ -32,7 +32,8 @@
 #                                      compiles while the other parts arrive
 #           stash                      carry [.gpu/carry33/call02] ... up to the last call folder
 #           stash && setup && start    with the last folder: tree, tests, channels, stand-ins, then the
-#                                      detached driver (HOLD_LEFT=seconds still held): waits for magma,
+#                                      detached driver (the hold's end: first stash + 1730 s, or
+#                                      HOLD_END / HOLD_LEFT): waits for magma,
 #                                      builds pytorch, then by itself: after a failure `failures`, after
 #                                      success `env` and `tests`, each stopped 2 min before the hold ends.
 #                                      COMPILE_CACHE=DIR adds --compile-cache (a rerun in the same hold
@@ -217,6 +218,8 @@ PY
     ;;
 stash)  # each call's carried parts go where the next call's tree copy will not remove them
     mkdir -p "$stage" "$stage13"
+    # the first call of a hold notes the machine's clock: `start` counts the hold's end from it
+    [ -f "$base/hold_start" ] || date +%s >"$base/hold_start"
     if [ -d "$carry33" ]; then cp -a "$carry33"/. "$stage"/; fi
     if [ -d "$carry13" ]; then cp -a "$carry13"/part*/. "$stage13"/; fi
     du -sh "$stage" "$stage13"
@@ -291,9 +294,16 @@ start)  # once setup's magma build is done (or MAGMA_CHANNEL has it), pytorch; o
     tr=$(tree)
     cudnn=$(sed -n 's/^nvidia_cudnn_cu13-\([0-9]*\.[0-9]*\.[0-9]*\).*/\1/p' "$base/cuda-wheels.txt" | head -1)
     channels=(-c "$base/host-channel" -c "$base/cuda-channel" -c "$base/standin-channel")
-    # HOLD_END (epoch seconds) or HOLD_LEFT (seconds from now): when this machine goes back; the
-    # tests and ninja -k 0 stop 2 min before, so a last watch can bring their results back
-    hold_end=${HOLD_END:-$(($(t0) + ${HOLD_LEFT:-1200}))}
+    # When this machine goes back: HOLD_END (epoch seconds), else HOLD_LEFT (seconds from now), else
+    # HOLD_SECONDS (default 1730: a fresh 1800 s budget less the machine's start and a margin) after
+    # the first stash. The tests and ninja -k 0 stop 2 min before, so a last watch brings them back.
+    if [ -n "${HOLD_END:-}" ]; then
+        hold_end=$HOLD_END
+    elif [ -n "${HOLD_LEFT:-}" ]; then
+        hold_end=$(($(t0) + HOLD_LEFT))
+    else
+        hold_end=$(($(cat "$base/hold_start" 2>/dev/null || t0) + ${HOLD_SECONDS:-1730}))
+    fi
     echo "hold ends $(date -u -d "@$hold_end" +%T) (in $((hold_end - $(t0))) s)"
     magma_channel=$(cat "$base/magma-channel.txt" 2>/dev/null || true)
     if [ -n "$magma_channel" ]; then channels+=(-c "$magma_channel"); fi

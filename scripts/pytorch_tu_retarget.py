@@ -88,8 +88,9 @@ def main() -> int:
     else:
         # what FindCUB's CUB_INCLUDE_DIRS gives C++ objects once CUB lives in include/cccl
         includes += f" -isystem {args.cuda_home}/include/cccl"
-        defines = stmt.get("DEFINES", "")
-        cmd = f"{args.host_cxx} {defines} {includes} {flags} -o {out} -c {shlex.quote(source)}"
+        cmd = (
+            f"{args.host_cxx} {stmt.get('DEFINES', '')} {includes} {flags} -o {out} -c {shlex.quote(source)}"
+        )
     log = out.with_suffix(".log")
     start = time.monotonic()
     proc = subprocess.run(shlex.split(cmd), capture_output=True, text=True, check=False)
