@@ -389,7 +389,7 @@ def test_on_a_gpu_machine_the_loaded_driver_is_read_and_matches_nvidia_smi(tmp_p
     smi = subprocess.run(
         ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True
     )
-    assert driver_version(Machine.from_environ(tmp_path)) == smi.stdout.strip().splitlines()[0]
+    assert driver_version(Machine.from_environ(tmp_path, os.environ)) == smi.stdout.strip().splitlines()[0]
 
 
 def test_libtorch_is_checked_like_pytorch_for_cudnn_cmake_and_memory(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from condapipe.buildspec.compile_cache import COMPILE_CACHE_ENV
 from condapipe.buildspec.config_file import load_config, spec_settings
 from condapipe.buildspec.defaults import Choice, FoundToolkit, fill_defaults
 from condapipe.errors import UsageError
+from condapipe.process_settings import PROCESS_ENVIRONMENT, STAGE_ENVIRONMENT, EnvSetting
 from condapipe.value_rules import check_env_entry, parse_url, refuse_url_credentials, without_credentials
 
 # The spec keys a command line can set (flag name with dashes -> this key).
@@ -82,18 +83,6 @@ def flag_settings(flags: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-@dataclass(frozen=True)
-class EnvSetting:
-    """An environment variable the cascade reads, declared here beside the flag or config key it
-    stands with (as rattler-build's `#[arg(env = ...)]` and cibuildwheel's option table do): the
-    environment is read here and in the engines' process boundary, nowhere else."""
-
-    name: str
-    field: str  # the Settings field it fills
-    beside: str  # the flag or config key it stands with ("" for none)
-    what: str
-
-
 MAX_TIMEOUT_S = 86_400.0  # a day: longer is a typo (and inf or nan cannot become a timer)
 ENVIRONMENT: tuple[EnvSetting, ...] = (
     EnvSetting(
@@ -114,6 +103,8 @@ ENVIRONMENT: tuple[EnvSetting, ...] = (
         "--channel/--owner (upload)",
         "seconds one anaconda.org request may take (default: the upload library's)",
     ),
+    *STAGE_ENVIRONMENT,  # read by a stage from Settings.environ (condapipe.process_settings)
+    *PROCESS_ENVIRONMENT,  # what every command of the process shares (condapipe.process_settings)
 )
 
 
@@ -147,6 +138,12 @@ class Settings:
     channels: tuple[str, ...] = ()  # the config file's dependency channels (-c replaces them)
     channel_timeout: float | None = None  # CONDAPIPE_CHANNEL_TIMEOUT (None: data/channels.yaml's)
     upload_timeout: float | None = None  # CONDAPIPE_UPLOAD_TIMEOUT (None: the upload library's)
+    # The environment the command was started in, whole: doctor checks it (PATH, CC, MAX_JOBS, its
+    # CONDAPIPE_* overrides), the compile cache and the upload token are read from it, engines pass
+    # it on. It holds secrets (tokens, sccache credentials), so it is never in repr or to_dict.
+    environ: Mapping[str, str] = field(
+        default_factory=lambda: MappingProxyType({}), repr=False, compare=False
+    )
 
     def require_package(self) -> str:
         """The package to work on; a UsageError when neither the command line nor the file names one."""
@@ -162,7 +159,7 @@ class Settings:
         """The same cascade for another package (the config file's [packages.X] applies), with
         `flags` added; the config file is not read again."""
         merged = {**self._flags, **flags}
-        return resolve_settings(package, merged, config=self._config, environ=self._environ)
+        return resolve_settings(package, merged, config=self._config, environ=self.environ)
 
     def package_source(self, package: str) -> str | None:
         """The source the config file's [packages.<package>] table names (a folder, archive or URL),
@@ -197,7 +194,6 @@ class Settings:
     # what the cascade started from, kept so for_package re-resolves without reading the file again
     _flags: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     _config: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
-    _environ: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
 
 def resolve_settings(
@@ -242,9 +238,9 @@ def resolve_settings(
         channels=tuple(channels),
         channel_timeout=_seconds("CONDAPIPE_CHANNEL_TIMEOUT", environ.get("CONDAPIPE_CHANNEL_TIMEOUT")),
         upload_timeout=_seconds("CONDAPIPE_UPLOAD_TIMEOUT", environ.get("CONDAPIPE_UPLOAD_TIMEOUT")),
+        environ=MappingProxyType(dict(environ)),
         _flags=MappingProxyType(dict(flags)),
         _config=MappingProxyType(dict(config)),
-        _environ=MappingProxyType({e.name: environ[e.name] for e in ENVIRONMENT if e.name in environ}),
     )
 
 

@@ -8,11 +8,11 @@ This module only asks the driver; condapipe.facts.arch turns the answer into arc
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 
 from condapipe.errors import EnvironmentProblem
+from condapipe.process_settings import process
 
 NVIDIA_SMI = "nvidia-smi"
 QUERY = ("--query-gpu=compute_cap", "--format=csv,noheader")
@@ -21,7 +21,7 @@ FIX = "run on a machine with an NVIDIA GPU and driver, or name the archs, e.g. -
 
 def query_compute_caps(timeout: float = 30.0) -> list[str]:
     """Raw compute capabilities ("8.6", one per GPU) reported by nvidia-smi."""
-    exe = shutil.which(os.environ.get("CONDAPIPE_NVIDIA_SMI", NVIDIA_SMI))
+    exe = shutil.which(process().nvidia_smi)  # CONDAPIPE_NVIDIA_SMI, else nvidia-smi on PATH
     if exe is None:
         raise EnvironmentProblem("--arch native needs nvidia-smi, which is not on PATH", FIX)
     try:

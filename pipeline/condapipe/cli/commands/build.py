@@ -9,7 +9,7 @@ never holds an unverified package. Packages land in --output-dir, which is kept 
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -102,14 +102,15 @@ def _explicit_compile_cache(settings: Settings) -> tuple[tuple[str, str], ...]:
     from condapipe.buildspec.compile_cache import resolve_compile_cache
     from condapipe.cli.output import err_console
 
-    cache = resolve_compile_cache(settings.compile_cache, os.environ)
+    cache = resolve_compile_cache(settings.compile_cache, settings.environ)
     err_console.print(f"compile cache: {cache.display}", soft_wrap=True, markup=False, highlight=False)
     return cache.env
 
 
-def _recipe_dir_cache(recipe_dir: Path, work_dir: Path) -> dict[str, str]:
+def _recipe_dir_cache(recipe_dir: Path, work_dir: Path, environ: Mapping[str, str]) -> dict[str, str]:
     """A recipe directory that passes CONDAPIPE_COMPILE_CACHE to its script gets the work dir's
-    kept cache (when ccache is on PATH), as magma and PyTorch do: an interrupted build continues."""
+    kept cache (when ccache is on PATH), as magma and PyTorch do: an interrupted build continues.
+    `environ` is the command's (Settings.environ): a cache the user set there is theirs."""
 
     from condapipe.buildspec.compile_cache import (
         ccache_runs,
@@ -118,7 +119,7 @@ def _recipe_dir_cache(recipe_dir: Path, work_dir: Path) -> dict[str, str]:
     )
 
     cache = shared_compile_cache(
-        environ=os.environ,
+        environ=environ,
         pythons=1,
         work_dir=work_dir,
         recipe_passes_it=recipe_reads_compile_cache(recipe_dir),
@@ -130,13 +131,13 @@ def _recipe_dir_cache(recipe_dir: Path, work_dir: Path) -> dict[str, str]:
     return dict(cache.env)
 
 
-def _say_kept_cache(env: dict[str, str]) -> None:
+def _say_kept_cache(env: dict[str, str], environ: Mapping[str, str]) -> None:
     """One line when condapipe chose the compile cache itself: where it is and how it goes."""
     from condapipe.buildspec.compile_cache import COMPILE_CACHE_ENV
     from condapipe.cli.output import err_console
 
     where = env.get(COMPILE_CACHE_ENV)
-    if where and where != "sccache" and COMPILE_CACHE_ENV not in os.environ:
+    if where and where != "sccache" and COMPILE_CACHE_ENV not in environ:
         err_console.print(
             f"compile cache: {where} (kept: a rerun after an interruption reuses every finished "
             "object; `condapipe clean --caches` removes it)",
@@ -281,9 +282,10 @@ def command(
             output_dir=output_dir.absolute(),
             engine=engine,
             env=dict(cache_env),
+            environ=settings.environ,
         )
         if not cache_env:
-            _say_kept_cache(dict(checked.env))
+            _say_kept_cache(dict(checked.env), settings.environ)
         build_family(
             FamilyBuild(
                 checked.spec,
@@ -320,8 +322,8 @@ def command(
     pythons = dir_spec.get("python") or ()
     env = {**dict(cache_env), **dict(dir_spec.get("env") or {})}
     if not cache_env:
-        env.update(_recipe_dir_cache(recipe_dir, work_dir.absolute()))
-        _say_kept_cache(env)
+        env.update(_recipe_dir_cache(recipe_dir, work_dir.absolute(), settings.environ))
+        _say_kept_cache(env, settings.environ)
     request = RecipeBuild(
         target,
         recipe_dir,

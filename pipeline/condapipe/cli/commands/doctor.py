@@ -59,8 +59,8 @@ def command(
     No PACKAGE (and none in condapipe.toml): the machine is checked for the default target with
     the defaults `condapipe build` would choose.
     """
-    machine = Machine.from_environ(work_dir, output_dir=output_dir)
     settings = settings_from_flags(package, params)
+    machine = Machine.from_environ(work_dir, settings.environ, output_dir=output_dir)
     name = settings.package
     if not name:
         name = default_target()

@@ -252,7 +252,7 @@ def command(
     site = ""
     if owner is not None:
         site = resolve_site_url(site_url, settings.upload)
-        token = resolve_token(site, token_file)  # files and the environment only: no network
+        token = resolve_token(site, token_file, settings.environ)  # files and the environment: no network
         if token is None and dry_run:  # the real run would stop here: say so now
             err_console.print(
                 "warning: no anaconda.org token is set (ANACONDA_API_TOKEN, --token-file F or "
