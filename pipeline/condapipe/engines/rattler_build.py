@@ -143,7 +143,12 @@ class RattlerBuildEngine:
 
             try:
                 ending = engine_process.run(
-                    _CHILD, request, {**os.environ, **dict(options.env)}, on_message, write
+                    # the process boundary: the child inherits this environment plus the build's
+                    _CHILD,
+                    request,
+                    {**os.environ, **dict(options.env)},
+                    on_message,
+                    write,
                 )
             except KeyboardInterrupt:  # stopped by the user: nothing to debug, the rerun starts afresh
                 shutil.rmtree(scratch, ignore_errors=True)

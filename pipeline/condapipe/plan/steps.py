@@ -165,6 +165,7 @@ def build_env(job: Job, options: PlanOptions) -> dict[str, str]:
     home = job.spec.cuda_variants[0].toolkit_root if job.spec and job.spec.cuda_variants else None
     if home:  # doctor found /usr/local/cuda-X.Y for a CUDA other than the nvcc on PATH
         env["CUDA_HOME"] = home
+        # the process boundary: the engine's child searches this toolkit's bin first, then our PATH
         env["PATH"] = f"{home}/bin{os.pathsep}{os.environ.get('PATH', '')}"
     # A family's build.sh ends with condapipe's fix on the staged prefix (condapipe.fix.staged); a
     # recipe directory's script may call it the same way (README: "Compressed once").
