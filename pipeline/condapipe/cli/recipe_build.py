@@ -74,7 +74,7 @@ def build_recipe_dir(request: RecipeBuild) -> PlanResult | None:
         engine_options = BuildOptions(
             output_dir=step_dir_for(options.work_dir, build_step) / "out",
             work_dir=options.work_dir,
-            channels=(str(options.output_dir.resolve()), *options.engine_channels()),
+            channels=options.search_channels(),
             override_channels=options.override_channels,
             pythons=request.pythons,
             package_format=options.package_format,

@@ -66,8 +66,9 @@ class BuildOptions:
 
     def all_channels(self) -> tuple[str, ...]:
         """Channels in priority order: the output folder first, so fresh local builds win."""
-        own = str(self.output_dir.resolve())
-        return (own, *(c for c in self.channels if c != own))
+        from condapipe.package.channel_order import search_order
+
+        return search_order(self.output_dir, self.channels)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from condapipe.errors import UsageError
+from condapipe.package.channel_order import search_order
 
 # A name no channel has: probing with it fetches a channel's index (or shard index) and nothing more.
 _PROBE_NAME = "condapipe-channel-probe"
@@ -53,16 +54,22 @@ def is_remote(channel: str) -> bool:
     return not (channel.startswith(("/", ".", "~")) or os.sep in channel or Path(channel).exists())
 
 
+def dependency_channels(given: Sequence[str]) -> tuple[str, ...]:
+    """The channels dependencies come from: `given` (-c, else the config file's `channels`), else
+    the defaults of data/channels.yaml; a given list replaces the defaults, as in rattler-build."""
+    return tuple(given) if given else tuple(str(c) for c in channel_data()["default_channels"])
+
+
 def channels_in_use(
     given: Sequence[str], *, tool_channel: str | None = None, offline: bool = False
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(the dependency channels of a build, the remote ones --offline left out), in search order.
 
     `given` are the -c channels, else the config file's; when empty the defaults of
-    data/channels.yaml are used (a -c list replaces them, as in rattler-build). Local paths are made
-    absolute. The output dir is not listed: the engines always search it first.
+    data/channels.yaml are used (dependency_channels), then the tool channel. Local paths are made
+    absolute. The output dir is not listed: condapipe.package.channel_order.search_order puts it first.
     """
-    chosen = list(given) if given else list(channel_data()["default_channels"])
+    chosen = list(dependency_channels(given))
     if tool_channel:
         chosen.append(tool_channel)
     out: list[str] = []
@@ -259,6 +266,5 @@ def prepare_channels(
 
     channels, dropped = channels_in_use(given, tool_channel=tool_channel, offline=offline)
     new_gateway()  # this command's view of the channels
-    own = str(output_dir.absolute())
-    statuses = probe_channels([own, *(c for c in channels if c != own)], str(rattler.Subdir.current()))
+    statuses = probe_channels(list(search_order(output_dir, channels)), str(rattler.Subdir.current()))
     return ChannelSetup(channels, statuses, dropped, tuple(planned_tools))

@@ -26,6 +26,7 @@ from condapipe.errors import UsageError
 from condapipe.facts import tables
 from condapipe.facts.families import cuda_table_package, family_facts, family_rules, profile
 from condapipe.hashing import hash_file
+from condapipe.package.channel_order import search_order
 from condapipe.plan import steps as act
 from condapipe.plan.build_channels import ChannelTimeout, gateway, within_deadline
 from condapipe.plan.code_inputs import code_digest, tree_digest
@@ -144,7 +145,7 @@ def prerequisite_package(family: str, variant: CudaVariant) -> str:
 def _channel_locations(options: PlanOptions) -> list[str]:
     """Channels in use, output first; local ones only when they exist as channels."""
     found = []
-    for chan in (str(options.output_dir), *options.engine_channels()):
+    for chan in options.search_channels():
         if "://" not in chan:
             p = Path(chan)
             if not any(p.glob("*/repodata.json")):
@@ -454,7 +455,7 @@ def _job_steps(job: Job, options: PlanOptions, skip: str | None, skipped_jobs: s
     build_inputs = {
         **recipe_input,
         "engine": engine,
-        "channels": [str(options.output_dir.resolve()), *options.channels],
+        "channels": list(search_order(options.output_dir, options.channels)),
         "package_format": options.package_format,
         # A .conda's level is not the build's: a level changed after the build is the fix step's
         # to apply (condapipe.plan.steps.fix_action); a .tar.bz2's level is the engine's alone.

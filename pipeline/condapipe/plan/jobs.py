@@ -11,6 +11,7 @@ from pathlib import Path
 
 from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.engines.logs import LineSink
+from condapipe.package.channel_order import search_order
 from condapipe.render.model import RecipeModel
 
 
@@ -39,6 +40,10 @@ class PlanOptions:
     def engine_channels(self) -> tuple[str, ...]:
         """The dependency channels the engines search (the output dir is always added first)."""
         return tuple(c for c in self.channels if c not in self.unreachable)
+
+    def search_channels(self) -> tuple[str, ...]:
+        """What a build step searches: the output dir, then engine_channels (package/channel_order.py)."""
+        return search_order(self.output_dir, self.engine_channels())
 
 
 @dataclass(frozen=True)

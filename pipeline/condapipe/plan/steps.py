@@ -81,7 +81,7 @@ def build_action(job: Job, options: PlanOptions) -> Action:
         build_options = BuildOptions(
             output_dir=ctx.step_dir / "out",
             work_dir=options.work_dir,
-            channels=(str(options.output_dir.resolve()), *options.engine_channels()),
+            channels=options.search_channels(),
             pythons=job.spec.pythons if job.spec else job.pythons,
             package_format=options.package_format,
             compression_level=engine_compression_level(options),
@@ -324,7 +324,7 @@ def test_action(fix_step: str, options: PlanOptions) -> Action:
 
         ensure_channel(options.output_dir)  # an unindexed local channel makes rattler-build's test fail
         packages = _packages(ctx, fix_step)
-        channels = [str(options.output_dir.resolve()), *options.engine_channels()]
+        channels = list(options.search_channels())
         tested = {pkg: rattler_build.Package.from_file(str(pkg)) for pkg in packages}
         if len(packages) > 1 or any(not package.test_count for package in tested.values()):
             channels.insert(0, str(sibling_channel(ctx, packages)))

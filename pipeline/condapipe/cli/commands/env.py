@@ -88,6 +88,7 @@ def command(
     PACKAGE is a name or match spec (pytorch, "pytorch ==2.6.0"); none: what the last build in
     --work-dir made.
     """
+    from condapipe.package.channel_order import search_order
     from condapipe.plan.build_channels import channels_in_use
     from condapipe.plan.env_create import EnvRequest, check_prefix, install_env, record_lines, solve_env
     from condapipe.plan.smoke_check import checked_families, run_smoke_check
@@ -105,11 +106,10 @@ def command(
 
     given = channels or command_settings(None, {}).channels  # condapipe.toml's
     searched, _ = channels_in_use(given, offline=offline)
-    own = str(output_dir.absolute())
     request = EnvRequest(
         prefix=prefix.absolute(),
         specs=tuple(specs),
-        channels=(own, *(c for c in searched if c != own)),
+        channels=search_order(output_dir, searched),
         cache_dir=work_dir.absolute() / "pkgs",
     )
     records = solve_env(request)

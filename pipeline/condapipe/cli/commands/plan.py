@@ -182,9 +182,9 @@ def command(
     build_flags: list[str] = ["--engine", engine] if engine else []
     # Each job's channels are named: its --channel prerequisites/... would otherwise replace the
     # default conda-forge (a -c list replaces the default, as in rattler-build).
-    from condapipe.plan.build_channels import channel_data
+    from condapipe.plan.build_channels import dependency_channels
 
-    job_channels = channels or settings.channels or tuple(channel_data()["default_channels"])
+    job_channels = dependency_channels(channels or settings.channels)
     build_flags += [x for chan in job_channels for x in ("--channel", chan)]
     build_flags += ["--no-test"] if no_test else []
     build_flags += ["--compile-cache", compile_cache] if compile_cache else []
