@@ -40,6 +40,7 @@ class RecipeBuild:
     options: PlanOptions
     pythons: tuple[str, ...] = ()
     platform: str | None = None
+    env: tuple[tuple[str, str], ...] = ()  # --env, else the config file's [env] (the settings')
     variant_files: tuple[Path, ...] = ()  # -m files, after the recipe's own variant file
     dry_run: bool = False
     as_json: bool = False
@@ -63,6 +64,7 @@ def build_recipe_dir(request: RecipeBuild) -> PlanResult | None:
         pythons=request.pythons,
         platform=request.platform,
         variant_files=request.variant_files,
+        env=request.env,
     )
     resolution = resolve_before_building(
         plan, request.channels, run_tests=options.run_tests, dry_run=request.dry_run, as_json=request.as_json

@@ -296,10 +296,12 @@ def recipe_jobs(
     pythons: tuple[str, ...] = (),
     platform: str | None = None,
     variant_files: tuple[Path, ...] = (),
+    env: tuple[tuple[str, str], ...] = (),
 ) -> list[Job]:
     """Jobs for recipe directories, in order: each consumes every package published before it.
 
-    `pythons` / `platform` (`condapipe build DIR --python/--platform`) apply to `recipe_dirs`."""
+    `pythons` / `platform` / `env` (`condapipe build DIR --python/--platform/--env`, or the config
+    file's) apply to `recipe_dirs`."""
     jobs: list[Job] = []
     for d in (*prerequisites, *recipe_dirs):
         if not d.is_dir():
@@ -318,6 +320,7 @@ def recipe_jobs(
                 pythons=pythons,
                 platform=platform,
                 variant_files=variant_files,
+                env=env,
             )
         )
     labels = [j.label for j in jobs]
@@ -402,11 +405,12 @@ def make_recipe_plan(
     pythons: tuple[str, ...] = (),
     platform: str | None = None,
     variant_files: tuple[Path, ...] = (),
+    env: tuple[tuple[str, str], ...] = (),
 ) -> Plan:
     """The plan for recipe directories (each published before the next is built): `condapipe build
     DIR` — the same build -> fix -> verify -> test -> publish chain as a family's variants."""
     jobs = recipe_jobs(
-        recipe_dirs, prerequisites, pythons=pythons, platform=platform, variant_files=variant_files
+        recipe_dirs, prerequisites, pythons=pythons, platform=platform, variant_files=variant_files, env=env
     )
     request = {"recipes": [str(d) for d in recipe_dirs], "prerequisites": [str(d) for d in prerequisites]}
     return make_plan_for_jobs(jobs, options, request)
@@ -447,6 +451,8 @@ def _job_steps(job: Job, options: PlanOptions, skip: str | None, skipped_jobs: s
         recipe_input = {"recipe_dir": str(job.recipe_dir), "recipe": tree_digest(job.recipe_dir)}
         if job.variant_files:  # -m files: a changed one rebuilds
             recipe_input["variant_files"] = {str(f): hash_file(f).sha256 for f in job.variant_files}
+        if job.env:  # --env / [env]: the build script sees it, so a changed value rebuilds
+            recipe_input["env"] = dict(job.env)
     build_needs += [f"publish:{n}" for n in job.needs_jobs if n not in skipped_jobs]
     archs = job.spec.cuda_variants[0].archs if job.spec and job.spec.cuda_variants else None
     pythons = job.spec.pythons if job.spec else job.pythons

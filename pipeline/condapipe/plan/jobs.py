@@ -59,6 +59,8 @@ class Job:
     platform: str | None = None
     pythons: tuple[str, ...] = ()  # a recipe directory's --python variants (a spec carries its own)
     variant_files: tuple[Path, ...] = ()  # a recipe directory's -m files, read after its own
+    # a recipe directory's --env / [env] (a spec carries its own): part of the build's inputs
+    env: tuple[tuple[str, str], ...] = ()
     # The recipe model of `spec`, built once when the plan is made (condapipe.plan.build_plan):
     # the plan's allowlist, the resolve step and the render step all read this one.
     model: RecipeModel | None = field(default=None, compare=False, repr=False)

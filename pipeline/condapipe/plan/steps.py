@@ -159,7 +159,7 @@ def with_source_advice(exc: BuildFailed, job: Job) -> BuildFailed:
 
 def build_env(job: Job, options: PlanOptions) -> dict[str, str]:
     """The build's extra environment: the spec's --env, doctor's MAX_JOBS etc., the CUDA toolkit."""
-    env = dict(job.spec.extra_env) if job.spec else {}
+    env = dict(job.spec.extra_env) if job.spec else dict(job.env)
     for key, value in options.env:
         env.setdefault(key, value)
     home = job.spec.cuda_variants[0].toolkit_root if job.spec and job.spec.cuda_variants else None

@@ -320,7 +320,7 @@ def command(
     # env); a family's env goes into its recipe, a recipe directory gets it as build environment.
     dir_spec = settings.spec_dict()
     pythons = dir_spec.get("python") or ()
-    env = {**dict(cache_env), **dict(dir_spec.get("env") or {})}
+    env = dict(cache_env)
     if not cache_env:
         env.update(_recipe_dir_cache(recipe_dir, work_dir.absolute(), settings.environ))
         _say_kept_cache(env, settings.environ)
@@ -330,6 +330,7 @@ def command(
         plan_options(env, setup),
         pythons=(pythons,) if isinstance(pythons, str) else tuple(str(p) for p in pythons),
         platform=dir_spec.get("platform") or None,
+        env=tuple(sorted((str(k), str(v)) for k, v in (dir_spec.get("env") or {}).items())),
         variant_files=tuple(f.resolve() for f in variant_files),
         dry_run=dry_run,
         as_json=as_json,
