@@ -24,13 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from condapipe.buildspec import pairs
 from condapipe.buildspec.variant import CudaVariant, link_overflow_warning, resolve_variant
 from condapipe.errors import UsageError
 from condapipe.facts import tables
 from condapipe.facts.families import FamilyRules, family_rules, known_packages
+from condapipe.facts.versioning import resolve_version
 from condapipe.hashing import hash_file
 
 CPU = "cpu"
@@ -312,7 +313,7 @@ def build_spec(
         raise UsageError(f"{package} is a CUDA package: --cuda cpu is not valid for it")
 
     # --- version (and, for torch-versioned families, the PyTorch release whose series rules apply)
-    version, torch = _version(package, rules, settings, cudas, warnings)
+    version, torch = resolve_version(package, rules, settings, cudas, warnings)
     torch_version = tables.torchvision_info(version).torch if rules.version == "torchvision" else version
 
     # --- Pythons
@@ -391,64 +392,6 @@ def build_spec(
         warnings=tuple(warnings),
         jetson=jetson,
     )
-
-
-def _version(
-    package: str, rules: FamilyRules, settings: dict[str, Any], cudas: list[str], warnings: list[str]
-) -> tuple[str, tables.PytorchInfo | None]:
-    given = settings.get("version")
-    given = str(given).strip() if given is not None else None
-    if rules.version == "pytorch":
-        if not given:
-            raise UsageError(f"{package} needs --version; valid: {' '.join(tables.pytorch_versions())}")
-        return given, tables.pytorch_info(given)
-    if rules.version == "torchvision":
-        # A torchvision release is built against exactly one PyTorch release (torchvision.yaml):
-        # that release's series decides the Pythons, cuDNN and arch defaults, as for pytorch.
-        if not given:
-            raise UsageError(f"{package} needs --version; valid: {' '.join(tables.torchvision_versions())}")
-        return given, tables.pytorch_info(tables.torchvision_info(given).torch)
-    if rules.version == "magma":
-        per_cuda = {c: tables.cuda_info(c).magma.version for c in cudas}
-        distinct = sorted(set(per_cuda.values()), key=Version)
-        if given:
-            _check_version_text(given)
-            differ = [c for c, v in per_cuda.items() if v != given]
-            if differ:
-                warnings.append(
-                    f"magma {given} requested; the table has another magma version for CUDA "
-                    f"{' '.join(differ)} ({' '.join(per_cuda[c] for c in differ)})"
-                )
-            return given, None
-        if len(distinct) > 1:
-            groups = "; ".join(f"{v} for {' '.join(c for c in cudas if per_cuda[c] == v)}" for v in distinct)
-            raise UsageError(
-                f"these CUDAs use different magma versions ({groups}): render them separately "
-                "or pass --version"
-            )
-        return distinct[0], None
-    if rules.version == "required":
-        if not given:
-            raise UsageError(f"{package} needs --version")
-        _check_version_text(given)
-        return given, None
-    if given:
-        _check_version_text(given)
-    return given or rules.version, None
-
-
-MAX_VERSION_LENGTH = 64  # a conda file name is at most 211 characters (CEP 26); real versions are short
-
-
-def _check_version_text(text: str) -> None:
-    if len(text) > MAX_VERSION_LENGTH:
-        raise UsageError(
-            f"invalid version ({len(text)} characters, at most {MAX_VERSION_LENGTH}); write it like 1.2.3"
-        )
-    try:
-        Version(text)
-    except (InvalidVersion, ValueError):  # ValueError: a number part too long for int()
-        raise UsageError(f"invalid version {text!r}; write it like 1.2.3") from None
 
 
 def _pythons(
