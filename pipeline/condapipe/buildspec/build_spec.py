@@ -31,7 +31,6 @@ from condapipe.buildspec.variant import CudaVariant, link_overflow_warning, reso
 from condapipe.errors import UsageError
 from condapipe.facts import tables
 from condapipe.facts.families import FamilyRules, family_rules, known_packages
-from condapipe.facts.versioning import resolve_version
 from condapipe.hashing import hash_file
 
 CPU = "cpu"
@@ -166,14 +165,13 @@ def _build_number(value: Any) -> int:
     return int(text)
 
 
-def _default_build_number(value: Any, rules: FamilyRules, version: str, variants: list[CudaVariant]) -> int:
-    """--build-number, else the CUDA table's for the package it names (magma-cuda118 2.6.1 is build
-    1, the build pytorch's upstream builds linked), else 0. The one place a build number defaults:
-    `render magma`, `build magma` and the pytorch plan's magma prerequisite all get it here."""
-    if value is not None or rules.version != "magma":
+def _default_build_number(value: Any, rules: FamilyRules, version: str, cudas: list[str]) -> int:
+    """--build-number, else the family's versioning's (the CUDA table's for the package it names,
+    else 0). The one place a build number defaults: `render magma`, `build magma` and the pytorch
+    plan's magma prerequisite all get it here."""
+    if value is not None:
         return _build_number(value)
-    tabled = {v.magma.build_number for v in variants if v.magma is not None and v.magma.version == version}
-    return tabled.pop() if len(tabled) == 1 else 0
+    return rules.version.default_build_number(version, cudas)
 
 
 MAX_BUILD_NUMBER = 2**31 - 1  # conda stores build numbers as 32-bit integers
@@ -295,7 +293,7 @@ def build_spec(
 
         if package in jetson_profiles.families() or "jetson" in from_cli:
             settings, profile = jetson_profiles.apply_profile(
-                package, settings, pytorch_versioned=rules.version == "pytorch"
+                package, settings, pytorch_versioned=rules.version.torch_release
             )
             jetson = profile.board
 
@@ -313,13 +311,13 @@ def build_spec(
         raise UsageError(f"{package} is a CUDA package: --cuda cpu is not valid for it")
 
     # --- version (and, for torch-versioned families, the PyTorch release whose series rules apply)
-    version, torch = resolve_version(package, rules, settings, cudas, warnings)
-    torch_version = tables.torchvision_info(version).torch if rules.version == "torchvision" else version
+    given = settings.get("version")
+    given = str(given).strip() if given is not None else None
+    version, torch = rules.version.resolve(package, given, cudas, warnings)
+    torch_version = rules.version.torch_of(version)
 
     # --- Pythons
-    what = package if torch is None else f"{package} {torch.series}"
-    if rules.version == "torchvision":
-        what = f"{package} {version} (built against pytorch {torch_version})"
+    what = rules.version.describe(package, version, torch)
     pythons = _pythons(what, package, rules, settings, torch, from_cli)
 
     # --- platform, BLAS
@@ -361,17 +359,12 @@ def build_spec(
         variants.append(variant)
         warnings.extend(notes)
 
-    magma = variants[0].magma if rules.version == "magma" else None
+    magma = rules.version.table_package(cudas[0])
     source = _source(settings, rules, version, magma)
-    if (
-        rules.version == "magma"
-        and source.kind == "url"
-        and source.sha256 is None
-        and not settings.get("source")
-    ):
+    if magma is not None and source.kind == "url" and source.sha256 is None and not settings.get("source"):
         warnings.append(f"magma {version}: no sha256 known for {source.url}; the download is not verified")
     # The series' required env is PyTorch's own build's (a torchvision build takes its ABI from torch).
-    extra_env = _env(settings, torch.extra_env if torch and rules.version == "pytorch" else ())
+    extra_env = _env(settings, torch.extra_env if torch and rules.version.torch_release else ())
     if torch is not None:
         for cuda in cudas:  # a pair nothing shows compiling is refused before anything is written
             verdict = pairs.pair_verdict(torch_version, cuda)
@@ -382,7 +375,7 @@ def build_spec(
     return BuildSpec(
         package=package,
         version=version,
-        build_number=_default_build_number(settings.get("build_number"), rules, version, variants),
+        build_number=_default_build_number(settings.get("build_number"), rules, version, cudas),
         pythons=tuple(pythons),
         cuda_variants=tuple(variants),
         platform=platform,

@@ -97,11 +97,11 @@ def fill_defaults(
         )
         out["cuda"] = [cuda]
         choices.append(Choice("cuda", cuda, reason))
-    if rules.version == "torchvision":
+    if rules.version.built_against_torch:
         if not out.get("version"):
             choices.append(_choose_torchvision(out))
         return _torchvision_python(out, choices, python)
-    if rules.version != "pytorch":
+    if not rules.version.torch_release:
         return out, tuple(choices)
     cudas = _cudas(out.get("cuda"))
     given_pythons = _pythons(out.get("python")) if rules.python != "none" else []

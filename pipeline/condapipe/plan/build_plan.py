@@ -23,7 +23,6 @@ from ruamel.yaml.error import YAMLError
 
 from condapipe.buildspec.build_spec import BuildSpec, CudaVariant, Source
 from condapipe.errors import UsageError
-from condapipe.facts import tables
 from condapipe.facts.families import cuda_table_package, family_facts, family_rules, profile
 from condapipe.hashing import hash_file
 from condapipe.plan import steps as act
@@ -104,9 +103,7 @@ def companion_spec(family: str, spec: BuildSpec, source: str | None = None) -> B
         raise UsageError(
             f"--with {family}: {family} is built against {against or 'no other family'}, not {spec.package}"
         )
-    version = spec.version
-    if family_rules(family).version == "torchvision":
-        version = tables.torchvision_for_torch(spec.version).version
+    version = family_rules(family).version.companion_version(spec.version)
     settings = {
         "version": version,
         "python": list(spec.pythons),
