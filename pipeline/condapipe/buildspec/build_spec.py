@@ -197,7 +197,8 @@ def cuda_axis(value: Any) -> list[str]:
 
 
 def check_forms(settings: dict[str, Any]) -> None:
-    """Values are written one way: X.Y for CUDA and Python (not cu124, py3.10 or 3.10.1), none empty.
+    """Values are written one way: X.Y for Python (not py3.10 or 3.10.1), none empty; CUDA's form is
+    cuda_axis's, in the settings cascade.
 
     A near miss that was silently rewritten would be a build of something the user did not type.
     """
@@ -205,9 +206,6 @@ def check_forms(settings: dict[str, Any]) -> None:
         items = value if isinstance(value, list) else [value]
         if key not in ("env", "arch") and any(isinstance(v, str) and not v.strip() for v in items):
             raise UsageError(f"--{key.replace('_', '-')}: an empty value is not valid")
-    for item in _as_list(settings.get("cuda")):
-        if not _CUDA_FORM.match(item):
-            raise UsageError(f"--cuda {item!r}: write the CUDA version as X.Y (e.g. 12.4) or cpu")
     for item in _as_list(settings.get("python")):
         if re.match(r"^[0-24-9]\.\d{1,2}$", item):  # X.Y already: the advice to write X.Y cannot help
             raise UsageError(
@@ -282,7 +280,9 @@ def build_spec(
     """Validate merged settings (keys of config_file.SPEC_KEYS) for ``package`` into a BuildSpec.
 
     ``from_cli`` names the keys the user typed as flags: a flag that does not apply to the
-    family is an error, while the same key from a shared config file is ignored.
+    family is an error, while the same key from a shared config file is ignored. ``settings["cuda"]``
+    is the CUDA axis as the settings cascade resolved it (cuda_axis: X.Y or cpu, each once), taken
+    as it is.
     """
     rules = family_rules(package)
     check_forms(settings)
@@ -298,7 +298,10 @@ def build_spec(
             jetson = profile.board
 
     # --- CUDA axis (read once, by the settings cascade: cuda_axis)
-    cudas = _unique(_as_list(settings.get("cuda")))
+    axis = settings.get("cuda")
+    if isinstance(axis, str):  # a caller's mistake, not the user's: text is cuda_axis's to read
+        raise TypeError("build_spec takes the CUDA axis as cuda_axis resolved it (a sequence), not text")
+    cudas = list(axis or ())
     if not cudas:
         if rules.cuda == "required":
             hint = "X.Y or cpu" if rules.cpu_allowed else "X.Y"

@@ -1,16 +1,21 @@
 """The specs a family plan builds: a prerequisite family's for one CUDA, a companion's (--with)
 built against the family's, one spec per CUDA x Python variant, and the label and conda package
-each is planned under. Resolved here, from the BuildSpec and the facts, so planning only
-consumes them.
+each is planned under.
+
+`planned_specs` resolves them all, in build order, from the BuildSpec (whose CUDA axis the
+settings cascade read once) and the family profiles, so planning only turns each into a job and
+never comes back here or to the facts to ask.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from condapipe.buildspec.build_spec import BuildSpec, CudaVariant
 from condapipe.errors import UsageError
-from condapipe.facts.families import cuda_table_package, family_facts, family_rules
+from condapipe.facts.families import cuda_table_package, family_facts, family_rules, profile
 
 
 def prerequisite_spec(family: str, spec: BuildSpec, variant: CudaVariant) -> BuildSpec:
@@ -100,3 +105,50 @@ def job_label(spec: BuildSpec) -> str:
 def variant_key(spec: BuildSpec) -> tuple[str, tuple[str, ...]]:
     """(CUDA, Pythons) of a one-variant spec: how a companion's variant finds its own."""
     return (spec.cuda_variants[0].cuda if spec.cuda_variants else "", spec.pythons)
+
+
+@dataclass(frozen=True)
+class PlannedSpec:
+    """One job's spec as planning takes it: the label it is known by, the conda package it builds,
+    and the labels of the planned specs whose packages it consumes."""
+
+    label: str
+    package: str
+    spec: BuildSpec  # one CUDA x Python variant (a prerequisite: its one CUDA)
+    prerequisite: bool = False  # built only when no channel in use has `package`
+    needs: tuple[str, ...] = ()
+
+
+def planned_specs(
+    spec: BuildSpec, companions: Sequence[str] = (), companion_sources: Mapping[str, str] | None = None
+) -> list[PlannedSpec]:
+    """Prerequisites (once per CUDA, on the platforms the profile names), one spec per variant of
+    `spec`, then one per variant of each companion family (`--with`, from its source in
+    `companion_sources` if named there), each needing the variant of `spec` it is built against."""
+    planned: list[PlannedSpec] = []
+    prereq_labels: dict[str, list[str]] = {}
+    # The profile says on which platforms each prerequisite exists (no magma-cudaXY for aarch64).
+    for family in profile(spec.package).prerequisites_on(spec.platform):
+        for variant in spec.cuda_variants:
+            if variant.is_cpu:
+                continue
+            pspec = prerequisite_spec(family, spec, variant)
+            label = job_label(pspec)
+            planned.append(
+                PlannedSpec(label, prerequisite_package(family, variant), pspec, prerequisite=True)
+            )
+            prereq_labels.setdefault(variant.cuda, []).append(label)
+    for vspec in variant_specs(spec):
+        cuda = vspec.cuda_variants[0].cuda if vspec.cuda_variants else None
+        planned.append(
+            PlannedSpec(
+                job_label(vspec), vspec.package, vspec, needs=tuple(prereq_labels.get(cuda or "", ()))
+            )
+        )
+    primary = {variant_key(p.spec): p.label for p in planned if not p.prerequisite}
+    for family in dict.fromkeys(companions):
+        for vspec in variant_specs(companion_spec(family, spec, (companion_sources or {}).get(family))):
+            planned.append(
+                PlannedSpec(job_label(vspec), vspec.package, vspec, needs=(primary[variant_key(vspec)],))
+            )
+    return planned

@@ -22,16 +22,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from condapipe.buildspec.build_spec import BuildSpec, Source
-from condapipe.buildspec.family_specs import (
-    companion_spec,
-    job_label,
-    prerequisite_package,
-    prerequisite_spec,
-    variant_key,
-    variant_specs,
-)
+from condapipe.buildspec.family_specs import planned_specs
 from condapipe.errors import UsageError
-from condapipe.facts.families import profile
 from condapipe.hashing import hash_file
 from condapipe.plan import steps as act
 from condapipe.plan.build_channels import ChannelTimeout, gateway, within_deadline
@@ -141,47 +133,20 @@ def find_in_channels(name: str, platform: str, options: PlanOptions) -> tuple[st
 def family_jobs(
     spec: BuildSpec, companions: Sequence[str] = (), companion_sources: Mapping[str, str] | None = None
 ) -> list[Job]:
-    """Prerequisite jobs (once per CUDA), one job per variant of `spec`, then one job per variant
-    of each companion family (`--with`, from its source in `companion_sources` if named there),
-    each needing the variant of `spec` it is built against."""
-    jobs: list[Job] = []
-    prereq_labels: dict[str, list[str]] = {}
-    # The profile says on which platforms each prerequisite exists (no magma-cudaXY for aarch64).
-    for family in profile(spec.package).prerequisites_on(spec.platform):
-        for variant in spec.cuda_variants:
-            if variant.is_cpu:
-                continue
-            pspec = prerequisite_spec(family, spec, variant)
-            label = job_label(pspec)
-            jobs.append(
-                Job(
-                    label,
-                    prerequisite_package(family, variant),
-                    spec=pspec,
-                    prerequisite=True,
-                    platform=spec.platform,
-                )
-            )
-            prereq_labels.setdefault(variant.cuda, []).append(label)
-    for vspec in variant_specs(spec):
-        cuda = vspec.cuda_variants[0].cuda if vspec.cuda_variants else None
-        jobs.append(
-            Job(
-                job_label(vspec),
-                vspec.package,
-                spec=vspec,
-                needs_jobs=tuple(prereq_labels.get(cuda or "", ())),
-                platform=spec.platform,
-            )
+    """The jobs of a family build: one per spec buildspec.family_specs resolved (prerequisites once
+    per CUDA, one per variant of `spec`, then the companions' (`--with`), each needing the variant of
+    `spec` it is built against)."""
+    return [
+        Job(
+            p.label,
+            p.package,
+            spec=p.spec,
+            prerequisite=p.prerequisite,
+            needs_jobs=p.needs,
+            platform=spec.platform,
         )
-    primary = {variant_key(job.spec): job.label for job in jobs if not job.prerequisite and job.spec}
-    for family in dict.fromkeys(companions):
-        for vspec in variant_specs(companion_spec(family, spec, (companion_sources or {}).get(family))):
-            needs = (primary[variant_key(vspec)],)
-            jobs.append(
-                Job(job_label(vspec), vspec.package, spec=vspec, needs_jobs=needs, platform=spec.platform)
-            )
-    return jobs
+        for p in planned_specs(spec, companions, companion_sources)
+    ]
 
 
 def recipe_name(recipe_dir: Path) -> str:
