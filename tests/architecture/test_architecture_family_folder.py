@@ -61,3 +61,35 @@ def test_no_data_table_is_keyed_by_family() -> None:
         if bad:
             keyed[table.name] = sorted(bad)
     assert not keyed, f"per-family data belongs in recipes/<family>/family.yaml: {keyed}"
+
+
+def version_kind_branches(source: str) -> list[str]:
+    """Comparisons of a family's `version` (rules.version, family_rules(f).version) with a string:
+    the code paths a profile's `version:` kind picks belong to its strategy in facts/versioning.py."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        asks_rules = any(
+            isinstance(s, ast.Attribute) and s.attr == "version" and "rules" in ast.unparse(s.value)
+            for s in sides
+        )
+        if asks_rules and any(isinstance(s, ast.Constant) and isinstance(s.value, str) for s in sides):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_scan_sees_a_branch_on_the_version_kind() -> None:
+    assert version_kind_branches('if rules.version == "magma": pass')
+    assert version_kind_branches('ok = family_rules(family).version != "torchvision"')
+    assert not version_kind_branches('if spec.version == "2.4.1": pass')
+    assert not version_kind_branches("if rules.version.torch_release: pass")
+
+
+def test_no_module_branches_on_the_profile_version_kind() -> None:
+    offences = {
+        str(p.relative_to(ROOT)): version_kind_branches(p.read_text(encoding="utf-8"))
+        for p in PACKAGE_DIR.rglob("*.py")
+    }
+    assert not {k: v for k, v in offences.items() if v}

@@ -40,6 +40,7 @@ from condapipe.facts.families import (
     profiles,
     recipes_root,
 )
+from condapipe.facts.versioning import KINDS, Versioning
 from condapipe.fix.rpath import DirRule, rules_for
 from condapipe.package.io import unpack
 from condapipe.plan import code_inputs
@@ -93,14 +94,24 @@ def test_a_folder_without_a_registry_line_is_no_family() -> None:
 def test_the_spec_rules_are_what_they_were() -> None:
     torch_git = (("kind", "git"), ("rev", "v{version}"), ("url", "https://github.com/pytorch/pytorch.git"))
     pytorch = FamilyRules(
-        "pytorch", "required", "required", True, True, "torch", True, True, True, torch_git, ("pytorch",)
+        KINDS["pytorch"],
+        "required",
+        "required",
+        True,
+        True,
+        "torch",
+        True,
+        True,
+        True,
+        torch_git,
+        ("pytorch",),
     )
     assert family_rules("pytorch") == pytorch
     assert family_rules("libtorch") == FamilyRules(
-        "pytorch", "none", "required", True, True, "torch", True, True, True, torch_git, ("libtorch",)
+        KINDS["pytorch"], "none", "required", True, True, "torch", True, True, True, torch_git, ("libtorch",)
     )
     assert family_rules("magma") == FamilyRules(
-        "magma",
+        KINDS["magma"],
         "none",
         "required",
         False,
@@ -113,7 +124,7 @@ def test_the_spec_rules_are_what_they_were() -> None:
         ("magma-cuda*",),
     )
     assert family_rules("cuda-smoke") == FamilyRules(
-        "1.0.0",
+        Versioning(default="1.0.0"),
         "none",
         "required",
         False,
@@ -328,7 +339,12 @@ def hello(tmp_path: Path) -> Iterator[Path]:
 def test_a_family_made_of_a_profile_folder_and_a_registry_line_exists(hello: Path) -> None:
     assert "hello-cuda" in known_packages()
     rules = family_rules("hello-cuda")
-    assert (rules.version, rules.cpu_allowed, rules.package_names) == ("0.1.0", False, ("hello-cuda*",))
+    assert (rules.version.default, rules.cpu_allowed, rules.package_names) == (
+        "0.1.0",
+        False,
+        ("hello-cuda*",),
+    )
+    assert rules.version.kind == "fixed"  # `version: "0.1.0"`: --version, else 0.1.0
     assert rules.arch_default == "torch" and rules.source == (("kind", "none"),)  # registry defaults
     assert family_of_package("hello-cuda") == "hello-cuda"
     hello_rules = rules_for("hello-cuda")
@@ -416,6 +432,11 @@ def test_a_plan_builds_the_prerequisites_the_profile_names(hello: Path) -> None:
             "tensorflow",
         ),
         (lambda text: text.replace("prerequisites: []", "prerequisites: [magma]"), "expected a mapping"),
+        (
+            lambda text: text.replace('version: "0.1.0"', "version: pytorch-ish"),
+            r"family.yaml: spec version: 'pytorch-ish' is neither a version kind "
+            r"\(required pytorch torchvision magma\) nor a version like 1.0.0",
+        ),
         (lambda text: text.replace("jetson_boards: [orin]\n", ""), "no jetson_boards section"),
         (lambda text: text.replace("  cmake4_policy: false\n", ""), "doctor: no cmake4_policy"),
         (lambda text: text.replace("build_costs: null", "build_costs: costs.yaml"), "no file"),

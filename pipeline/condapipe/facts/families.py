@@ -34,6 +34,7 @@ from ruamel.yaml import YAML
 
 from condapipe.errors import UsageError
 from condapipe.facts import tables
+from condapipe.facts.versioning import Versioning, versioning_of
 
 REGISTRY_FILE = "families.yaml"
 PROFILE_FILE = "family.yaml"
@@ -59,7 +60,7 @@ PATCHES_KEYS = ("upstream", "index")
 class FamilyRules:
     """What spec validation requires of a family: its profile's `spec:` over the registry defaults."""
 
-    version: str
+    version: Versioning  # the profile's `version:` (a kind or a fixed default), read once
     python: str
     cuda: str
     cpu_allowed: bool
@@ -203,10 +204,10 @@ def _unknown_keys(given: Mapping[str, Any], known: tuple[str, ...], where: str) 
         raise UsageError(f"{where}: unknown keys {', '.join(unknown)}; valid: {', '.join(known)}")
 
 
-def _rules(name: str | None, raw: dict[str, Any]) -> FamilyRules:
+def _rules(name: str | None, raw: dict[str, Any], where: str) -> FamilyRules:
     names = raw.get("package_names") or ([name] if name else [])
     return FamilyRules(
-        version=str(raw["version"]),
+        version=versioning_of(str(raw["version"]), f"{where} version"),
         python=raw["python"],
         cuda=raw["cuda"],
         cpu_allowed=bool(raw["cpu_allowed"]),
@@ -316,7 +317,7 @@ def _profile(name: str, entry: Any, root: Path, defaults: Mapping[str, Any]) -> 
         folder=folder,
         model=str(entry["model"]),
         path=path,
-        rules=_rules(name, {**defaults["spec"], **spec}),
+        rules=_rules(name, {**defaults["spec"], **spec}, f"{file}: spec"),
         rpath=MappingProxyType({**defaults["rpath"], **rpath}),
         prerequisites=_prerequisites(raw["prerequisites"], f"{file}: prerequisites"),
         upload_ranks=tuple(ranks),
@@ -381,7 +382,7 @@ def family_rules(package: str) -> FamilyRules:
 
 def default_rules() -> FamilyRules:
     """The rules of a package that is no known family (e.g. a verified package of a recipe dir)."""
-    return _rules(None, dict(registry().default_spec))
+    return _rules(None, dict(registry().default_spec), f"{registry().root / REGISTRY_FILE}: defaults spec")
 
 
 def default_rpath() -> Mapping[str, Any]:
@@ -408,6 +409,4 @@ def cuda_table_package(family: str, cuda: str) -> tables.MagmaInfo | None:
     A family versioned by the table (`version: magma`) builds one package per CUDA, named,
     versioned and numbered by the table (magma-cuda118 2.6.1, build number 1).
     """
-    if family_rules(family).version != "magma" or cuda == tables.CPU:
-        return None
-    return tables.cuda_info(cuda).magma
+    return family_rules(family).version.table_package(cuda)

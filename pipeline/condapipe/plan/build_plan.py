@@ -21,10 +21,9 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from condapipe.buildspec.build_spec import BuildSpec, CudaVariant, Source
+from condapipe.buildspec.build_spec import BuildSpec, Source
+from condapipe.buildspec.family_specs import planned_specs
 from condapipe.errors import UsageError
-from condapipe.facts import tables
-from condapipe.facts.families import cuda_table_package, family_facts, family_rules, profile
 from condapipe.hashing import hash_file
 from condapipe.package.channel_order import search_order
 from condapipe.plan import steps as act
@@ -73,73 +72,6 @@ def spec_inputs(spec: BuildSpec) -> dict[str, Any]:
     ]
     data["source"] = source_fingerprint(spec.source)
     return json.loads(json.dumps(data, default=str))
-
-
-# ---------------------------------------------------------------- prerequisites
-
-
-def prerequisite_spec(family: str, spec: BuildSpec, variant: CudaVariant) -> BuildSpec:
-    """The spec of a prerequisite family for one CUDA variant of `spec`.
-
-    Exactly the spec of a user's `condapipe build FAMILY --cuda X`: build_spec gives a package the
-    CUDA table names the table's build number (magma-cuda118 2.6.1 build 1), for both.
-    """
-    from condapipe.buildspec.build_spec import build_spec
-
-    return build_spec(family, {"cuda": [variant.cuda], "platform": spec.platform})
-
-
-def companion_spec(family: str, spec: BuildSpec, source: str | None = None) -> BuildSpec:
-    """The spec of `family` built against `spec` in the same plan (`--with FAMILY`).
-
-    The companion's profile names the family it is built against (`built_against`); its release is
-    the one that pairs with `spec`'s (torchvision.yaml for torchvision), with the same Pythons,
-    platform and, per CUDA variant, the same arch list and cuDNN, and it pins `spec`'s build number.
-    `source` (the config file's [packages.<family>] source: a folder or release archive) replaces
-    the family's upstream, e.g. on a machine without network.
-    """
-    from condapipe.buildspec.build_spec import build_spec
-
-    against = family_facts(family).get("built_against")
-    if against != spec.package:
-        raise UsageError(
-            f"--with {family}: {family} is built against {against or 'no other family'}, not {spec.package}"
-        )
-    version = spec.version
-    if family_rules(family).version == "torchvision":
-        version = tables.torchvision_for_torch(spec.version).version
-    settings = {
-        "version": version,
-        "python": list(spec.pythons),
-        "cuda": list(spec.cudas),
-        "platform": spec.platform,
-    }
-    if source:
-        settings["source"] = source
-    try:
-        companion = build_spec(family, settings)
-    except UsageError as exc:
-        if not source:
-            raise
-        # the source came from the config file, not from a --source flag: say where
-        raise UsageError(str(exc).replace("--source", f"[packages.{family}] source", 1)) from None
-    variants = tuple(
-        dataclasses.replace(mine, archs=theirs.archs, cudnn=theirs.cudnn)
-        for mine, theirs in zip(companion.cuda_variants, spec.cuda_variants, strict=True)
-    )
-    return dataclasses.replace(
-        companion,
-        cuda_variants=variants,
-        jetson=spec.jetson,
-        against=((spec.package, str(spec.build_number)),),
-        warnings=(),  # the spec's own warnings were printed for it
-    )
-
-
-def prerequisite_package(family: str, variant: CudaVariant) -> str:
-    """The conda package a prerequisite family builds for one CUDA variant."""
-    table = cuda_table_package(family, variant.cuda)
-    return table.package if table else family
 
 
 def _channel_locations(options: PlanOptions) -> list[str]:
@@ -199,77 +131,23 @@ def find_in_channels(name: str, platform: str, options: PlanOptions) -> tuple[st
 # ---------------------------------------------------------------- jobs → steps
 
 
-def _variant_specs(spec: BuildSpec) -> list[BuildSpec]:
-    """One spec per CUDA × Python variant: each multi-hour build resumes on its own."""
-    out = []
-    for variant in spec.cuda_variants:
-        for py in spec.pythons or (None,):
-            out.append(dataclasses.replace(spec, cuda_variants=(variant,), pythons=(py,) if py else ()))
-    return out
-
-
-def _label(spec: BuildSpec) -> str:
-    """package-version[-pyX.Y]-cudaX.Y|cpu; a package the CUDA table names carries its CUDA in its
-    name (`<package>-<version>`)."""
-    v = spec.cuda_variants[0] if spec.cuda_variants else None
-    table = cuda_table_package(spec.package, v.cuda) if v is not None else None
-    parts = [table.package if table else spec.package, spec.version]
-    if spec.pythons:
-        parts.append(f"py{spec.pythons[0]}")
-    if v is not None and table is None:
-        parts.append("cpu" if v.is_cpu else f"cuda{v.cuda}")
-    return "-".join(p for p in parts if p)
-
-
 def family_jobs(
     spec: BuildSpec, companions: Sequence[str] = (), companion_sources: Mapping[str, str] | None = None
 ) -> list[Job]:
-    """Prerequisite jobs (once per CUDA), one job per variant of `spec`, then one job per variant
-    of each companion family (`--with`, from its source in `companion_sources` if named there),
-    each needing the variant of `spec` it is built against."""
-    jobs: list[Job] = []
-    prereq_labels: dict[str, list[str]] = {}
-    # The profile says on which platforms each prerequisite exists (no magma-cudaXY for aarch64).
-    for family in profile(spec.package).prerequisites_on(spec.platform):
-        for variant in spec.cuda_variants:
-            if variant.is_cpu:
-                continue
-            pspec = prerequisite_spec(family, spec, variant)
-            label = _label(pspec)
-            jobs.append(
-                Job(
-                    label,
-                    prerequisite_package(family, variant),
-                    spec=pspec,
-                    prerequisite=True,
-                    platform=spec.platform,
-                )
-            )
-            prereq_labels.setdefault(variant.cuda, []).append(label)
-    for vspec in _variant_specs(spec):
-        cuda = vspec.cuda_variants[0].cuda if vspec.cuda_variants else None
-        jobs.append(
-            Job(
-                _label(vspec),
-                vspec.package,
-                spec=vspec,
-                needs_jobs=tuple(prereq_labels.get(cuda or "", ())),
-                platform=spec.platform,
-            )
+    """The jobs of a family build: one per spec buildspec.family_specs resolved (prerequisites once
+    per CUDA, one per variant of `spec`, then the companions' (`--with`), each needing the variant of
+    `spec` it is built against)."""
+    return [
+        Job(
+            p.label,
+            p.package,
+            spec=p.spec,
+            prerequisite=p.prerequisite,
+            needs_jobs=p.needs,
+            platform=spec.platform,
         )
-    primary = {_variant_key(job.spec): job.label for job in jobs if not job.prerequisite and job.spec}
-    for family in dict.fromkeys(companions):
-        for vspec in _variant_specs(companion_spec(family, spec, (companion_sources or {}).get(family))):
-            needs = (primary[_variant_key(vspec)],)
-            jobs.append(
-                Job(_label(vspec), vspec.package, spec=vspec, needs_jobs=needs, platform=spec.platform)
-            )
-    return jobs
-
-
-def _variant_key(spec: BuildSpec) -> tuple[str, tuple[str, ...]]:
-    """(CUDA, Pythons) of a one-variant spec: how a companion's variant finds its own."""
-    return (spec.cuda_variants[0].cuda if spec.cuda_variants else "", spec.pythons)
+        for p in planned_specs(spec, companions, companion_sources)
+    ]
 
 
 def recipe_name(recipe_dir: Path) -> str:
