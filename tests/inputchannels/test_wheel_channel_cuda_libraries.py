@@ -169,6 +169,33 @@ def test_a_package_built_against_a_dev_package_needs_its_runtime_up_to_the_next_
     assert "cuda-nvtx >=13.5.25,<14.0a0" in _info_json(built, "index.json")["depends"]
 
 
+LINKS_NVTX_META = """\
+package:
+  name: links-nvtx
+  version: 0.1.0
+build:
+  number: 0
+  script: mkdir -p $PREFIX/share && cp $PREFIX/include/nvtx3/nvToolsExt.h $PREFIX/share/
+requirements:
+  host:
+    - cuda-nvtx-dev
+"""
+
+
+def test_conda_build_applies_the_same_run_export(channel: Path, tmp_path: Path, real_conda: Path) -> None:
+    """conda-build reads info/run_exports.json of its host packages too (the other engine)."""
+    recipe = tmp_path / "links-nvtx"
+    recipe.mkdir()
+    (recipe / "meta.yaml").write_text(LINKS_NVTX_META)
+    argv = [sys.executable, "-c", "from condapipe.cli.main import main; main()", "build", str(recipe)]
+    argv += ["--engine", "conda-build", "--no-test", "--offline", "--output-dir", str(tmp_path / "out")]
+    argv += ["-c", str(channel), "--override-channels"]
+    proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (built,) = (tmp_path / "out").glob("*/links-nvtx-0.1.0-*.conda")
+    assert "cuda-nvtx >=13.5.25,<14.0a0" in _info_json(built, "index.json")["depends"]
+
+
 def test_requirements_between_nvidia_wheels_become_conda_forges_runtime_names() -> None:
     target = running_python()
     # nvidia-cusolver requires these; nvidia-cudnn-cu13 requires nvidia-cublas
