@@ -221,6 +221,7 @@ doctor:
 linkage:
   packages: ["hello-cuda*"]
   libraries: ["libhello.so*"]
+  static_symbol: null
 jetson_boards: [orin]
 patches: {upstream: hello, index: patches/index.yaml}
 spec:

@@ -111,6 +111,91 @@ def test_the_dev_package_pins_its_runtime_to_the_same_build(channel: Path) -> No
     assert records["cuda-nvtx"]["version"] == "13.5.25"
 
 
+LINKS_NVTX = """\
+package:
+  name: links-nvtx
+  version: 0.1.0
+build:
+  number: 0
+  script:
+    - mkdir -p $PREFIX/share && cp $PREFIX/include/nvtx3/nvToolsExt.h $PREFIX/share/
+requirements:
+  host:
+    - cuda-nvtx-dev
+    - cuda-nvml-dev
+"""
+
+
+def _info(package: Path) -> Path:
+    """The package's info/ folder, unpacked beside it."""
+    import conda_package_handling.api as cph
+
+    dest = package.parent / f"unpacked-{package.stem}"
+    cph.extract(str(package), dest_dir=str(dest), components="info")
+    return dest / "info"
+
+
+def _info_json(package: Path, member: str) -> dict:
+    import json
+
+    return json.loads((_info(package) / member).read_text())
+
+
+def test_a_package_built_against_a_dev_package_needs_its_runtime_up_to_the_next_major(
+    channel: Path, tmp_path: Path
+) -> None:
+    """conda-forge's libcublas-dev, libcudnn-dev, nccl ... run-export their runtime package (max_pin
+    x); the wheel-made ones must too, or a package built offline names `libcublas` with no bounds."""
+    import json
+
+    repodata = json.loads((channel / "linux-64" / "repodata.json").read_text())
+    files = {r["name"]: channel / "linux-64" / f for f, r in repodata["packages.conda"].items()}
+    assert _info_json(files["cuda-nvtx-dev"], "run_exports.json") == {"weak": ["cuda-nvtx >=13.5.25,<14.0a0"]}
+    assert _info_json(files["cuda-cudart-dev"], "run_exports.json") == {
+        "weak": ["cuda-cudart >=13.0.96,<14.0a0"]
+    }
+    for name in ("cuda-nvtx", "cuda-nvml-dev"):  # a runtime package, and a headers-only one
+        assert not (_info(files[name]) / "run_exports.json").exists(), name
+    # the real engine applies it: rattler-build, offline, this channel only
+    recipe = tmp_path / "links-nvtx"
+    recipe.mkdir()
+    (recipe / "recipe.yaml").write_text(LINKS_NVTX)
+    argv = [sys.executable, "-c", "from condapipe.cli.main import main; main()", "build", str(recipe)]
+    argv += ["--engine", "rattler-build", "--no-test", "--offline", "--output-dir", str(tmp_path / "out")]
+    argv += ["-c", str(channel), "--override-channels"]
+    proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (built,) = (tmp_path / "out").glob("*/links-nvtx-0.1.0-*.conda")
+    assert "cuda-nvtx >=13.5.25,<14.0a0" in _info_json(built, "index.json")["depends"]
+
+
+LINKS_NVTX_META = """\
+package:
+  name: links-nvtx
+  version: 0.1.0
+build:
+  number: 0
+  script: mkdir -p $PREFIX/share && cp $PREFIX/include/nvtx3/nvToolsExt.h $PREFIX/share/
+requirements:
+  host:
+    - cuda-nvtx-dev
+"""
+
+
+def test_conda_build_applies_the_same_run_export(channel: Path, tmp_path: Path, real_conda: Path) -> None:
+    """conda-build reads info/run_exports.json of its host packages too (the other engine)."""
+    recipe = tmp_path / "links-nvtx"
+    recipe.mkdir()
+    (recipe / "meta.yaml").write_text(LINKS_NVTX_META)
+    argv = [sys.executable, "-c", "from condapipe.cli.main import main; main()", "build", str(recipe)]
+    argv += ["--engine", "conda-build", "--no-test", "--offline", "--output-dir", str(tmp_path / "out")]
+    argv += ["-c", str(channel), "--override-channels"]
+    proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (built,) = (tmp_path / "out").glob("*/links-nvtx-0.1.0-*.conda")
+    assert "cuda-nvtx >=13.5.25,<14.0a0" in _info_json(built, "index.json")["depends"]
+
+
 def test_requirements_between_nvidia_wheels_become_conda_forges_runtime_names() -> None:
     target = running_python()
     # nvidia-cusolver requires these; nvidia-cudnn-cu13 requires nvidia-cublas

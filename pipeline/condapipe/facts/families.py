@@ -52,7 +52,7 @@ SECTIONS = (
 RPATH_KEYS = ("extra_rpaths", "dirs", "vendor_dir")
 PREREQUISITE_KEYS = ("family", "platforms")
 DOCTOR_KEYS = ("min_ram_gib", "disk_gib", "build_costs", "cmake_min", "cmake4_policy")
-LINKAGE_KEYS = ("packages", "libraries")
+LINKAGE_KEYS = ("packages", "libraries", "static_symbol")
 PATCHES_KEYS = ("upstream", "index")
 
 
@@ -102,6 +102,9 @@ class Linkage:
 
     packages: tuple[str, ...]  # globs of the dependency names that carry them (conda-forge's too)
     libraries: tuple[str, ...]  # globs of the DT_NEEDED names they provide
+    # a symbol every package that links this family statically defines (magma_init for magma):
+    # verify's proof that a prerequisite linked statically is in the package; None if not static
+    static_symbol: str | None = None
 
 
 @dataclass(frozen=True)
@@ -272,8 +275,13 @@ def _linkage(value: Any, where: str) -> Linkage:
     if not value:
         return Linkage((), ())
     raw = _keys(value, LINKAGE_KEYS, where)
+    symbol = raw["static_symbol"]
+    if symbol is not None and (not isinstance(symbol, str) or not symbol.isidentifier()):
+        raise UsageError(f"{where} static_symbol: {symbol!r} is not a C symbol name (or null)")
     return Linkage(
-        _strings(raw["packages"], f"{where} packages"), _strings(raw["libraries"], f"{where} libraries")
+        _strings(raw["packages"], f"{where} packages"),
+        _strings(raw["libraries"], f"{where} libraries"),
+        symbol,
     )
 
 

@@ -387,6 +387,13 @@ def wheel_cuda_libraries() -> dict[str, str | None]:
     return {name: rule.get("dev") for name, rule in _load("wheel_packages.yaml")["cuda_libraries"].items()}
 
 
+def wheel_cuda_run_export_pins() -> dict[str, str | None]:
+    """Conda runtime name of an NVIDIA CUDA library wheel -> how far the package a build links
+    against run-exports it ("x": to the next major), or None (wheel_packages.yaml `cuda_libraries`)."""
+    rules = _load("wheel_packages.yaml")["cuda_libraries"]
+    return {name: rule.get("max_pin") for name, rule in rules.items()}
+
+
 def wheel_dev_links() -> dict[str, dict[str, str]]:
     """-devel packages whose unversioned library links a wheel cannot carry (wheel_packages.yaml)."""
     return {name: dict(rule) for name, rule in _load("wheel_packages.yaml")["dev_links"].items()}

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 
 from condapipe.errors import UsageError
-from condapipe.facts.tables import wheel_cuda_libraries
+from condapipe.facts.tables import wheel_cuda_libraries, wheel_cuda_run_export_pins
 from condapipe.inputchannels.wheel_package import WheelPackage
 from condapipe.package.conda_writer import PackageFile
 
@@ -64,12 +64,28 @@ def _unversioned_links(paths: list[str]) -> list[PackageFile]:
     return list(links.values())
 
 
+def run_export(name: str, version: str) -> tuple[str, ...]:
+    """What a package built against this library needs at run time, as conda-forge's -dev package
+    exports it: `libcublas >=13.1.0.3,<14.0a0` (max_pin x); nothing for a headers-only package."""
+    pin = wheel_cuda_run_export_pins()[name]
+    if pin is None:
+        return ()
+    if pin != "x":
+        raise UsageError(f"wheel_packages.yaml: {name}: max_pin {pin!r} is not supported (x or null)")
+    major = version.split(".", 1)[0]
+    if not major.isdigit():
+        raise UsageError(f"{name} {version}: a CUDA library version must start with its major number")
+    return (f"{name} >={version},<{int(major) + 1}.0a0",)
+
+
 def cuda_library_packages(
     pkg: WheelPackage, site_packages: str, python_dependency: str
 ) -> list[WheelPackage]:
     """The conda-forge packages of one NVIDIA library wheel: the runtime package, and its -dev
-    package where conda-forge splits the library (its headers, the unversioned links)."""
+    package where conda-forge splits the library (its headers, the unversioned links). The package
+    a build links against carries the runtime's run_exports, as conda-forge's does."""
     dev = wheel_cuda_libraries()[pkg.name]
+    exports = run_export(pkg.name, pkg.version)
     files: dict[str, PackageFile] = {}
     for f in pkg.files:
         target = _conda_path(pkg, site_packages, f.path)
@@ -79,7 +95,7 @@ def cuda_library_packages(
     if dev is None:
         links = _unversioned_links(list(files))
         every = sorted([*files.values(), *links], key=lambda f: f.path)
-        return [replace(pkg, build=BUILD, depends=depends, files=tuple(every))]
+        return [replace(pkg, build=BUILD, depends=depends, files=tuple(every), run_exports=exports)]
     runtime = [f for p, f in files.items() if not _for_dev(p)]
     licenses = [f for p, f in files.items() if p.startswith("share/licenses/")]
     headers = [f for p, f in files.items() if _for_dev(p)]
@@ -96,5 +112,6 @@ def cuda_library_packages(
             build=BUILD,
             depends=(f"{pkg.name} =={pkg.version} {BUILD}",),
             files=tuple(sorted(dev_files, key=lambda f: f.path)),
+            run_exports=exports,
         ),
     ]

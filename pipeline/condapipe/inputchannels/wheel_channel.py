@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import email.message
 import email.parser
+import json
 import platform
 import re
 import stat
@@ -409,7 +410,10 @@ def write_wheel_package(pkg: WheelPackage, dest_dir: Path, subdir: str) -> Path:
         "license": pkg.license,
     }
     index = index_json(pkg.name, pkg.version, pkg.build, subdir, pkg.depends, pkg.license)
-    return write_conda(dest_dir, index, pkg.files, about)
+    extra = {}
+    if pkg.run_exports:
+        extra["info/run_exports.json"] = json.dumps({"weak": list(pkg.run_exports)}, sort_keys=True).encode()
+    return write_conda(dest_dir, index, pkg.files, about, extra_info=extra)
 
 
 def make_wheel_channel(

@@ -16,3 +16,5 @@ class WheelPackage:
     license: str
     files: tuple[PackageFile, ...]
     origin: str
+    # weak run_exports (info/run_exports.json): what a package built against this one then needs
+    run_exports: tuple[str, ...] = ()

@@ -299,6 +299,8 @@ def verify_action(
                 tree_record.discard(pkg)  # fix's kept tree: read once, then gone
             reports[pkg.name] = report.to_dict()
             ctx.log.write(f"{pkg.name}: verified from the {report.read_from}")
+            for prerequisite, rel in report.static_links.items():
+                ctx.log.write(f"{pkg.name}: {prerequisite} linked statically into {rel}")
             for line in report.errors:
                 ctx.log.write(f"{pkg.name}: ERROR {line}")
             for line in report.warnings:

@@ -8,6 +8,9 @@ Checks, each producing readable errors (defects) or warnings:
   no symlink points to an absolute path;
 - every `DT_NEEDED` resolves inside the package (through the file's rpath), to a run
   dependency (data/linkage.yaml, a family profile's `linkage:`), or to the platform allowlist;
+- a CUDA package whose family links a prerequisite statically (pytorch: magma's libmagma.a on
+  linux-64) defines that prerequisite's symbol in one of its ELF files (the family's `linkage:
+  static_symbol`), so a build that lost the link (USE_MAGMA off, magma not found) is refused;
 - the `.nv_fatbin` SASS/PTX archs of each ELF cover the requested arch list (missing:
   error, extra: warning); in static libraries (libmagma.a) every member object with device
   code must cover it. Without an explicit list the package's own promise is checked: the
@@ -20,6 +23,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import struct
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -34,9 +38,10 @@ from condapipe.elf.fatbin import KIND_ELF, FatbinError, cubin_problem, decompres
 from condapipe.elf.reader import ElfFile, NotElf
 from condapipe.elf.rpath_entries import ORIGIN_PREFIXES, split_rpath
 from condapipe.elf.scan import elf_files
+from condapipe.elf.symbols import defines_symbol
 from condapipe.errors import UsageError
 from condapipe.facts.arch import ArchList
-from condapipe.facts.families import profiles
+from condapipe.facts.families import family_of_package, profile, profiles
 from condapipe.facts.promise import package_promise
 from condapipe.hashing import hash_file
 from condapipe.package import tree_record
@@ -67,6 +72,7 @@ class VerifyReport:
     fatbins: dict[str, dict[str, object]] = field(default_factory=dict)
     archs: str | None = None  # the arch list checked (pytorch spelling), None: no arch check
     archs_source: str | None = None  # where that list came from
+    static_links: dict[str, str] = field(default_factory=dict)  # prerequisite -> the ELF it is in
     read_from: str = "package"  # "package" (unpacked), "kept tree" (fix's, same bytes) or "folder"
 
     @property
@@ -84,6 +90,7 @@ class VerifyReport:
             "fatbins": self.fatbins,
             "archs": self.archs,
             "archs_source": self.archs_source,
+            "static_links": self.static_links,
             "read_from": self.read_from,
         }
 
@@ -208,6 +215,8 @@ def verify_tree(
     archs = _archs_to_check(root, str(index.get("name", "")), archs, cuda, report)
     _check_archive_archs(root, paths, archs, report)
     _check_archs(root, elves, archs, deep, report)
+    if archs is not None:  # a CUDA package (it promises archs)
+        _check_static_links(root, elves, str(index.get("name", "")), platform, report)
     return report
 
 
@@ -317,6 +326,33 @@ def _check_elf(root: Path, rel: str, allowed: tuple[str, ...], report: VerifyRep
             f"{rel}: needs {needed}, found neither in the package (via its rpath), "
             "its run dependencies, nor the system allowlist"
         )
+
+
+def _check_static_links(root: Path, elves: list[str], name: str, platform: str, report: VerifyReport) -> None:
+    """Each prerequisite the package's family links statically on `platform` is in some ELF file."""
+    family = family_of_package(name)
+    if family is None:
+        return
+    for prerequisite in profile(family).prerequisites_on(platform):
+        symbol = profile(prerequisite).linkage.static_symbol
+        if symbol is None:
+            continue
+        found = next((rel for rel in elves if _defines(root / rel, symbol)), None)
+        if found is None:
+            report.errors.append(
+                f"{prerequisite} is not linked: a CUDA {family} package for {platform} links it "
+                f"statically, and no ELF file defines {symbol}"
+            )
+        else:
+            report.static_links[prerequisite] = found
+
+
+def _defines(path: Path, symbol: str) -> bool:
+    try:
+        with ElfFile(path) as elf:
+            return defines_symbol(elf, symbol)
+    except (NotElf, OSError, struct.error):
+        return False
 
 
 def _is_text(full: Path) -> bool:

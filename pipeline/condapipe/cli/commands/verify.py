@@ -95,6 +95,8 @@ def _print(report: VerifyReport) -> None:
         console.print(
             f"  CUDA archs checked: {report.archs} ({report.archs_source})", markup=False, soft_wrap=True
         )
+    for prerequisite, rel in sorted(report.static_links.items()):
+        console.print(f"  {prerequisite} linked statically into {rel}", markup=False, soft_wrap=True)
     for rel, fat in sorted(report.fatbins.items()):
         archs = ", ".join([*fat["sass"], *fat["ptx"]])  # type: ignore[misc]
         console.print(f"  {rel}: {archs}", markup=False, soft_wrap=True)
