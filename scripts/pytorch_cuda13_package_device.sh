@@ -43,6 +43,10 @@
 #                                      folded in), every failure listed
 #           env                        fresh environment from the channels: import torch, GPU checks
 #           tests SECONDS              2.6.0's test_cuda.py, test_linalg.py, test_torch.py (cuda)
+#           svd                        scripts/pytorch_svd_backends_check.py in the fresh environment:
+#                                      which SVD path (backend, driver, dtype) is wrong (the driver runs it)
+#           bring K                    the built pytorch package back, pieces 4K..4K+3 of 15 MiB (a
+#                                      147 MiB package: bring 0, 1, 2), so a later hold need not rebuild it
 #   BASE (default /root) holds everything; PYTHON (default python3) is the machine's python.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -339,6 +343,7 @@ if [ \$rc -ne 0 ]; then
     fi
 else
     dev env
+    dev svd
     dev tests \$(left)
 fi
 echo "driver done \$(date -u +%FT%TZ)"
@@ -442,6 +447,19 @@ PY
         readelf -d "$f" | grep -o 'NEEDED.*\[.*\]' | sed "s|^|$(basename "$f") |"
     done | sort -u | grep -v 'libtorch\|libc10\|libshm' | tee "$out/needed.txt" || true
     ;;
+svd)  # every CUDA SVD path (backend x driver x dtype x full_matrices) against the CPU's values
+    cd /tmp
+    env -u PYTHONPATH -u LD_LIBRARY_PATH timeout 300 "$base/fresh/bin/python" "$root/scripts/pytorch_svd_backends_check.py" \
+        2>&1 | tee "$out/svd-paths.txt" || true
+    ;;
+bring)  # the built pytorch package back in 15 MiB pieces, 4 a call (64 MiB comes back a call): `bring 0`, `bring 1`, ... (cat in order)
+    pkg=$(ls "$base"/channel/linux-64/pytorch-*.conda | head -1)
+    mkdir -p "$base/pieces" "$out"
+    [ -f "$base/pieces/done" ] || { split -b 15M -d -a 3 "$pkg" "$base/pieces/$(basename "$pkg").part" && touch "$base/pieces/done"; }
+    first=$((${2:-0} * 4))
+    find "$base/pieces" -name '*.part*' | sort | tail -n +$((first + 1)) | head -4 | xargs -r cp -t "$out"
+    echo "$(sha256sum "$pkg" | cut -d' ' -f1) $(basename "$pkg") $(stat -c %s "$pkg") bytes, $(find "$base/pieces" -name '*.part*' | wc -l) pieces" | tee "$out/package-sha256.txt"
+    ;;
 tests)  # 2.6.0's own tests on the GPU, cut at SECONDS; counts from the junit files
     budget=${2:-420}
     src=$base/src/test
@@ -479,7 +497,7 @@ for f, c in sorted(per.items()):
 PY
     ;;
 *)
-    echo "usage: $0 pack|stash|setup|start|watch SECONDS|failures [SECONDS]|env|tests SECONDS" >&2
+    echo "usage: $0 pack|stash|setup|start|watch SECONDS|failures [SECONDS]|env|tests SECONDS|svd|bring K" >&2
     exit 2
     ;;
 esac
