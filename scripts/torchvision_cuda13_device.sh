@@ -29,7 +29,7 @@
 #                                                   $V setup40 && $V start40
 #           $P watch SECONDS (repeat: 33's watch reads the same driver log and results folder)
 #   start40 replaces 33's `start`: its driver runs the one plan above, then by itself after success
-#   33's `env`, `env40` and `tests40` here, then 33's `tests` with the time left (each cut 2 min
+#   33's `env` and `svd`, `env40` and `tests40` here, then 33's `tests` with the time left (each cut 2 min
 #   before HOLD_END / HOLD_LEFT); after a failure 33's `failures`, and torchvision's log tail.
 # BASE (default /root), PYTHON (default python3) as in 33's script. FRESH_PYTHON stands in for the
 # fresh environment's python (rehearsals here: a CPU-only torch; say so in the results).
@@ -140,6 +140,7 @@ mkdir -p $base/results
 ls $base/channel/linux-64/ | tee $base/results/channel-40.txt
 if ls $base/channel/linux-64/pytorch-$torch_version-*.conda >/dev/null 2>&1; then
     dev env
+    dev svd  # issue 33: which CUDA SVD path 2.6.0's test_svd caught (scripts/pytorch_svd_backends_check.py)
     if ls $base/channel/linux-64/torchvision-$vision_version-*.conda >/dev/null 2>&1; then
         dev40 env40
         dev40 tests40 \$(( \$(left) / 2 ))
