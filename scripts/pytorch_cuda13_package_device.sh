@@ -31,6 +31,8 @@
 #                                      installed (LIFT_CUDA13_REFUSAL=1), magma started detached, so it
 #                                      compiles while the other parts arrive
 #           stash                      carry [.gpu/carry33/call02] ... up to the last call folder
+#           stash                      carry [.gpu/carry-spare] (pack's MAGMA_SPARE=FILE: an earlier hold's
+#                                      magma-cuda130, used by the driver only if this hold's magma build fails)
 #           stash && setup && start    with the last folder: tree, tests, channels, stand-ins, then the
 #                                      detached driver (the hold's end: first stash + 1730 s, or
 #                                      HOLD_END / HOLD_LEFT): waits for magma,
@@ -61,6 +63,7 @@ magma_log=$base/magma.log
 cpu_carry=$root/.gpu/carry
 carry13=$root/.gpu/carry-cu13pkg
 carry33=$root/.gpu/carry33
+carry_spare=$root/.gpu/carry-spare
 part_bytes=$((60 * 1024 * 1024))
 # a call carries the working tree too (~3.5 MB) under the 64 MiB limit
 call_bytes=$((58 * 1024 * 1024))
@@ -73,6 +76,18 @@ export PYTHONUNBUFFERED=1
 t0() { date +%s; }
 tree() { dirname "$(find "$base/src" -maxdepth 2 -name version.txt | head -1)"; }
 site_env() { export PYTHONPATH=$base/site PATH=$base/site/bin:$PATH; }
+# When this machine goes back: HOLD_END (epoch seconds), else HOLD_LEFT (seconds from now), else
+# HOLD_SECONDS (default 1730: a fresh 1800 s budget less the machine's start and a margin) after the
+# hold's first stash. The tests and ninja -k 0 stop 2 min before, so a last watch brings them back.
+hold_end() {
+    if [ -n "${HOLD_END:-}" ]; then
+        echo "$HOLD_END"
+    elif [ -n "${HOLD_LEFT:-}" ]; then
+        echo $(($(t0) + HOLD_LEFT))
+    else
+        echo $(($(cat "$base/hold_start" 2>/dev/null || t0) + ${HOLD_SECONDS:-1730}))
+    fi
+}
 # Join the carried files of the given kinds from their pieces (sha256 and size of each checked)
 join_files() {
     "$py" - "$stage" "$files" "$@" <<'PY'
@@ -173,6 +188,12 @@ pack)  # here: the CPU run's carry (hard links of the main checkout's) and one p
     size=$(du -sb "$carry13.tmp/part00" | cut -f1)
     [ "$size" -le "$part_bytes" ] || { echo "cu13 part is $size bytes, over $part_bytes" >&2; exit 1; }
     rm -rf "$carry13" && mv "$carry13.tmp" "$carry13"
+    # MAGMA_SPARE: an earlier hold's magma-cuda130, used only if this hold's magma build fails (`spare`);
+    # a folder of its own (20 MiB), carried with one more `stash` call before the last one
+    rm -rf "$carry_spare"
+    if [ -n "${MAGMA_SPARE:-}" ]; then
+        mkdir -p "$carry_spare" && cp "$MAGMA_SPARE" "$carry_spare/spare-$(basename "$MAGMA_SPARE")"
+    fi
     # The CPU carry's files again, grouped by when the device needs them: condapipe's own wheels
     # first (call01 also carries the CUDA extras, and `early` starts magma there), then the tree and
     # the tests, then the host wheels; each call's folder at most $call_bytes.
@@ -226,6 +247,7 @@ stash)  # each call's carried parts go where the next call's tree copy will not 
     [ -f "$base/hold_start" ] || date +%s >"$base/hold_start"
     if [ -d "$carry33" ]; then cp -a "$carry33"/. "$stage"/; fi
     if [ -d "$carry13" ]; then cp -a "$carry13"/part*/. "$stage13"/; fi
+    if [ -d "$carry_spare" ]; then cp -a "$carry_spare"/. "$stage13"/; fi
     du -sh "$stage" "$stage13"
     ;;
 early)  # with call01: condapipe installed from its wheels and magma started, while the rest arrives
@@ -298,16 +320,7 @@ start)  # once setup's magma build is done (or MAGMA_CHANNEL has it), pytorch; o
     tr=$(tree)
     cudnn=$(sed -n 's/^nvidia_cudnn_cu13-\([0-9]*\.[0-9]*\.[0-9]*\).*/\1/p' "$base/cuda-wheels.txt" | head -1)
     channels=(-c "$base/host-channel" -c "$base/cuda-channel" -c "$base/standin-channel")
-    # When this machine goes back: HOLD_END (epoch seconds), else HOLD_LEFT (seconds from now), else
-    # HOLD_SECONDS (default 1730: a fresh 1800 s budget less the machine's start and a margin) after
-    # the first stash. The tests and ninja -k 0 stop 2 min before, so a last watch brings them back.
-    if [ -n "${HOLD_END:-}" ]; then
-        hold_end=$HOLD_END
-    elif [ -n "${HOLD_LEFT:-}" ]; then
-        hold_end=$(($(t0) + HOLD_LEFT))
-    else
-        hold_end=$(($(cat "$base/hold_start" 2>/dev/null || t0) + ${HOLD_SECONDS:-1730}))
-    fi
+    hold_end=$(hold_end)
     echo "hold ends $(date -u -d "@$hold_end" +%T) (in $((hold_end - $(t0))) s)"
     magma_channel=$(cat "$base/magma-channel.txt" 2>/dev/null || true)
     if [ -n "$magma_channel" ]; then channels+=(-c "$magma_channel"); fi
@@ -318,9 +331,10 @@ export PYTHONPATH=$base/site PATH=$base/site/bin:\$PATH PYTHONUNBUFFERED=1
 cd $base
 while [ ! -f $base/magma.done ]; do sleep 5; done  # setup started magma
 cat $base/magma.done
+spare=\$(OUT=$base/results BASE=$base PYTHON=$py bash $base/condapipe-src/scripts/pytorch_cuda13_package_device.sh spare)
 echo "pytorch started \$(date -u +%FT%TZ)"
 condapipe build pytorch --version 2.6.0 --python 3.12 --cuda 13.0 --arch 9.0 ${cudnn:+--cudnn $cudnn} \\
-    --source "$tr" --engine rattler-build --build-tools wheels ${channels[*]} --override-channels \\
+    --source "$tr" --engine rattler-build --build-tools wheels ${channels[*]} \$spare --override-channels \\
     ${COMPILE_CACHE:+--compile-cache $COMPILE_CACHE} --output-dir $base/channel --work-dir $base/work
 rc=\$?
 echo "pytorch exit \$rc \$(date -u +%FT%TZ)"
@@ -446,6 +460,23 @@ PY
     for f in "$base"/fresh/lib/python3.12/site-packages/torch/lib/*.so*; do
         readelf -d "$f" | grep -o 'NEEDED.*\[.*\]' | sed "s|^|$(basename "$f") |"
     done | sort -u | grep -v 'libtorch\|libc10\|libshm' | tee "$out/needed.txt" || true
+    ;;
+hold-end)  # the hold's end in epoch seconds (torchvision's start40 asks)
+    hold_end
+    ;;
+spare)  # after a failed magma build (its package test: GPU solve and SVD checks), the carried spare
+    # magma-cuda130 (pack's MAGMA_SPARE) as a channel: prints its -c arguments, says why on stderr;
+    # nothing when magma built (or came from an earlier hold: "magma from ...")
+    if ! grep -q '^magma exit [1-9]' "$base/magma.done" 2>/dev/null || ! ls "$stage13"/spare-magma-cuda130-*.conda >/dev/null 2>&1; then
+        exit 0
+    fi
+    mkdir -p "$base/magma-spare/linux-64" "$base/magma-spare/noarch"
+    for f in "$stage13"/spare-magma-cuda130-*.conda; do cp "$f" "$base/magma-spare/linux-64/${f##*/spare-}"; done
+    site_env
+    condapipe index "$base/magma-spare" >/dev/null
+    echo "this hold's magma build failed ($(cat "$base/magma.done")): the earlier hold's package is used; magma.log says why" |
+        tee -a "$base/machine.txt" >&2
+    echo "-c $base/magma-spare"
     ;;
 svd)  # every CUDA SVD path (backend x driver x dtype x full_matrices) against the CPU's values
     cd /tmp
