@@ -302,7 +302,7 @@ def engine_final(recipe: Path, work: Path, level: int, marks: Path) -> dict[str,
     code = (
         "import sys; from pathlib import Path;"
         "from condapipe.engines import RattlerBuildEngine, BuildOptions;"
-        "from condapipe.publish.channel import ensure_channel;"
+        "from condapipe.package.channel_index import ensure_channel;"
         f"o = BuildOptions(output_dir=Path({str(work / 'out')!r}), work_dir=Path({str(work / 'w')!r}),"
         f" compression_level={level}, run_tests=False, override_channels=True);"
         "ensure_channel(o.output_dir);"

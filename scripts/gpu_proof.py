@@ -50,7 +50,7 @@ def expected_run(arch_list: str, gpu: tuple[int, int]) -> str:
     "sass": a cubin runs as is; "jit": only PTX fits, the driver compiles it;
     "no-kernel-image": the launch fails.
     """
-    from condapipe.buildspec.arch import parse_arch_list
+    from condapipe.facts.arch import parse_arch_list
 
     major, minor = gpu
     archs = list(parse_arch_list(arch_list))
@@ -65,7 +65,7 @@ def expected_run(arch_list: str, gpu: tuple[int, int]) -> str:
 
 def gate_accepts(arch_list: str, gate: str) -> bool:
     """Whether a package built for `arch_list` holds every image `condapipe verify --arch gate` wants."""
-    from condapipe.buildspec.arch import parse_arch_list
+    from condapipe.facts.arch import parse_arch_list
 
     built, want = parse_arch_list(arch_list), parse_arch_list(gate)
     return want.sass() <= built.sass() and want.ptx() <= built.ptx()
@@ -255,7 +255,7 @@ def check(case: Case, cfg: dict, gpu: tuple[int, int] | None, native: str) -> No
     if not case.package:
         case.failures.append(f"no package: {case.build}")
         return
-    from condapipe.buildspec.arch import parse_arch_list
+    from condapipe.facts.arch import parse_arch_list
 
     if parse_arch_list(case.resolved).torch_arch_list() != parse_arch_list(want_list).torch_arch_list():
         case.failures.append(f"--arch {case.arch} resolved to {case.resolved}, expected {want_list}")

@@ -31,6 +31,8 @@
 #                                      installed (LIFT_CUDA13_REFUSAL=1), magma started detached, so it
 #                                      compiles while the other parts arrive
 #           stash                      carry [.gpu/carry33/call02] ... up to the last call folder
+#           stash                      carry [.gpu/carry-spare] (pack's MAGMA_SPARE=FILE: an earlier hold's
+#                                      magma-cuda130, used by the driver only if this hold's magma build fails)
 #           stash && setup && start    with the last folder: tree, tests, channels, stand-ins, then the
 #                                      detached driver (the hold's end: first stash + 1730 s, or
 #                                      HOLD_END / HOLD_LEFT): waits for magma,
@@ -43,6 +45,10 @@
 #                                      folded in), every failure listed
 #           env                        fresh environment from the channels: import torch, GPU checks
 #           tests SECONDS              2.6.0's test_cuda.py, test_linalg.py, test_torch.py (cuda)
+#           svd                        scripts/pytorch_svd_backends_check.py in the fresh environment:
+#                                      which SVD path (backend, driver, dtype) is wrong (the driver runs it)
+#           bring K                    the built pytorch package back, pieces 4K..4K+3 of 15 MiB (a
+#                                      147 MiB package: bring 0, 1, 2), so a later hold need not rebuild it
 #   BASE (default /root) holds everything; PYTHON (default python3) is the machine's python.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,6 +63,7 @@ magma_log=$base/magma.log
 cpu_carry=$root/.gpu/carry
 carry13=$root/.gpu/carry-cu13pkg
 carry33=$root/.gpu/carry33
+carry_spare=$root/.gpu/carry-spare
 part_bytes=$((60 * 1024 * 1024))
 # a call carries the working tree too (~3.5 MB) under the 64 MiB limit
 call_bytes=$((58 * 1024 * 1024))
@@ -69,6 +76,18 @@ export PYTHONUNBUFFERED=1
 t0() { date +%s; }
 tree() { dirname "$(find "$base/src" -maxdepth 2 -name version.txt | head -1)"; }
 site_env() { export PYTHONPATH=$base/site PATH=$base/site/bin:$PATH; }
+# When this machine goes back: HOLD_END (epoch seconds), else HOLD_LEFT (seconds from now), else
+# HOLD_SECONDS (default 1730: a fresh 1800 s budget less the machine's start and a margin) after the
+# hold's first stash. The tests and ninja -k 0 stop 2 min before, so a last watch brings them back.
+hold_end() {
+    if [ -n "${HOLD_END:-}" ]; then
+        echo "$HOLD_END"
+    elif [ -n "${HOLD_LEFT:-}" ]; then
+        echo $(($(t0) + HOLD_LEFT))
+    else
+        echo $(($(cat "$base/hold_start" 2>/dev/null || t0) + ${HOLD_SECONDS:-1730}))
+    fi
+}
 # Join the carried files of the given kinds from their pieces (sha256 and size of each checked)
 join_files() {
     "$py" - "$stage" "$files" "$@" <<'PY'
@@ -169,6 +188,12 @@ pack)  # here: the CPU run's carry (hard links of the main checkout's) and one p
     size=$(du -sb "$carry13.tmp/part00" | cut -f1)
     [ "$size" -le "$part_bytes" ] || { echo "cu13 part is $size bytes, over $part_bytes" >&2; exit 1; }
     rm -rf "$carry13" && mv "$carry13.tmp" "$carry13"
+    # MAGMA_SPARE: an earlier hold's magma-cuda130, used only if this hold's magma build fails (`spare`);
+    # a folder of its own (20 MiB), carried with one more `stash` call before the last one
+    rm -rf "$carry_spare"
+    if [ -n "${MAGMA_SPARE:-}" ]; then
+        mkdir -p "$carry_spare" && cp "$MAGMA_SPARE" "$carry_spare/spare-$(basename "$MAGMA_SPARE")"
+    fi
     # The CPU carry's files again, grouped by when the device needs them: condapipe's own wheels
     # first (call01 also carries the CUDA extras, and `early` starts magma there), then the tree and
     # the tests, then the host wheels; each call's folder at most $call_bytes.
@@ -222,6 +247,7 @@ stash)  # each call's carried parts go where the next call's tree copy will not 
     [ -f "$base/hold_start" ] || date +%s >"$base/hold_start"
     if [ -d "$carry33" ]; then cp -a "$carry33"/. "$stage"/; fi
     if [ -d "$carry13" ]; then cp -a "$carry13"/part*/. "$stage13"/; fi
+    if [ -d "$carry_spare" ]; then cp -a "$carry_spare"/. "$stage13"/; fi
     du -sh "$stage" "$stage13"
     ;;
 early)  # with call01: condapipe installed from its wheels and magma started, while the rest arrives
@@ -294,16 +320,7 @@ start)  # once setup's magma build is done (or MAGMA_CHANNEL has it), pytorch; o
     tr=$(tree)
     cudnn=$(sed -n 's/^nvidia_cudnn_cu13-\([0-9]*\.[0-9]*\.[0-9]*\).*/\1/p' "$base/cuda-wheels.txt" | head -1)
     channels=(-c "$base/host-channel" -c "$base/cuda-channel" -c "$base/standin-channel")
-    # When this machine goes back: HOLD_END (epoch seconds), else HOLD_LEFT (seconds from now), else
-    # HOLD_SECONDS (default 1730: a fresh 1800 s budget less the machine's start and a margin) after
-    # the first stash. The tests and ninja -k 0 stop 2 min before, so a last watch brings them back.
-    if [ -n "${HOLD_END:-}" ]; then
-        hold_end=$HOLD_END
-    elif [ -n "${HOLD_LEFT:-}" ]; then
-        hold_end=$(($(t0) + HOLD_LEFT))
-    else
-        hold_end=$(($(cat "$base/hold_start" 2>/dev/null || t0) + ${HOLD_SECONDS:-1730}))
-    fi
+    hold_end=$(hold_end)
     echo "hold ends $(date -u -d "@$hold_end" +%T) (in $((hold_end - $(t0))) s)"
     magma_channel=$(cat "$base/magma-channel.txt" 2>/dev/null || true)
     if [ -n "$magma_channel" ]; then channels+=(-c "$magma_channel"); fi
@@ -314,9 +331,10 @@ export PYTHONPATH=$base/site PATH=$base/site/bin:\$PATH PYTHONUNBUFFERED=1
 cd $base
 while [ ! -f $base/magma.done ]; do sleep 5; done  # setup started magma
 cat $base/magma.done
+spare=\$(OUT=$base/results BASE=$base PYTHON=$py bash $base/condapipe-src/scripts/pytorch_cuda13_package_device.sh spare)
 echo "pytorch started \$(date -u +%FT%TZ)"
 condapipe build pytorch --version 2.6.0 --python 3.12 --cuda 13.0 --arch 9.0 ${cudnn:+--cudnn $cudnn} \\
-    --source "$tr" --engine rattler-build --build-tools wheels ${channels[*]} --override-channels \\
+    --source "$tr" --engine rattler-build --build-tools wheels ${channels[*]} \$spare --override-channels \\
     ${COMPILE_CACHE:+--compile-cache $COMPILE_CACHE} --output-dir $base/channel --work-dir $base/work
 rc=\$?
 echo "pytorch exit \$rc \$(date -u +%FT%TZ)"
@@ -339,6 +357,7 @@ if [ \$rc -ne 0 ]; then
     fi
 else
     dev env
+    dev svd
     dev tests \$(left)
 fi
 echo "driver done \$(date -u +%FT%TZ)"
@@ -442,6 +461,36 @@ PY
         readelf -d "$f" | grep -o 'NEEDED.*\[.*\]' | sed "s|^|$(basename "$f") |"
     done | sort -u | grep -v 'libtorch\|libc10\|libshm' | tee "$out/needed.txt" || true
     ;;
+hold-end)  # the hold's end in epoch seconds (torchvision's start40 asks)
+    hold_end
+    ;;
+spare)  # after a failed magma build (its package test: GPU solve and SVD checks), the carried spare
+    # magma-cuda130 (pack's MAGMA_SPARE) as a channel: prints its -c arguments, says why on stderr;
+    # nothing when magma built (or came from an earlier hold: "magma from ...")
+    if ! grep -q '^magma exit [1-9]' "$base/magma.done" 2>/dev/null || ! ls "$stage13"/spare-magma-cuda130-*.conda >/dev/null 2>&1; then
+        exit 0
+    fi
+    mkdir -p "$base/magma-spare/linux-64" "$base/magma-spare/noarch"
+    for f in "$stage13"/spare-magma-cuda130-*.conda; do cp "$f" "$base/magma-spare/linux-64/${f##*/spare-}"; done
+    site_env
+    condapipe index "$base/magma-spare" >/dev/null
+    echo "this hold's magma build failed ($(cat "$base/magma.done")): the earlier hold's package is used; magma.log says why" |
+        tee -a "$base/machine.txt" >&2
+    echo "-c $base/magma-spare"
+    ;;
+svd)  # every CUDA SVD path (backend x driver x dtype x full_matrices) against the CPU's values
+    cd /tmp
+    env -u PYTHONPATH -u LD_LIBRARY_PATH timeout 300 "$base/fresh/bin/python" "$root/scripts/pytorch_svd_backends_check.py" \
+        2>&1 | tee "$out/svd-paths.txt" || true
+    ;;
+bring)  # the built pytorch package back in 15 MiB pieces, 4 a call (64 MiB comes back a call): `bring 0`, `bring 1`, ... (cat in order)
+    pkg=$(ls "$base"/channel/linux-64/pytorch-*.conda | head -1)
+    mkdir -p "$base/pieces" "$out"
+    [ -f "$base/pieces/done" ] || { split -b 15M -d -a 3 "$pkg" "$base/pieces/$(basename "$pkg").part" && touch "$base/pieces/done"; }
+    first=$((${2:-0} * 4))
+    find "$base/pieces" -name '*.part*' | sort | tail -n +$((first + 1)) | head -4 | xargs -r cp -t "$out"
+    echo "$(sha256sum "$pkg" | cut -d' ' -f1) $(basename "$pkg") $(stat -c %s "$pkg") bytes, $(find "$base/pieces" -name '*.part*' | wc -l) pieces" | tee "$out/package-sha256.txt"
+    ;;
 tests)  # 2.6.0's own tests on the GPU, cut at SECONDS; counts from the junit files
     budget=${2:-420}
     src=$base/src/test
@@ -479,7 +528,7 @@ for f, c in sorted(per.items()):
 PY
     ;;
 *)
-    echo "usage: $0 pack|stash|setup|start|watch SECONDS|failures [SECONDS]|env|tests SECONDS" >&2
+    echo "usage: $0 pack|stash|setup|start|watch SECONDS|failures [SECONDS]|env|tests SECONDS|svd|bring K" >&2
     exit 2
     ;;
 esac

@@ -51,7 +51,7 @@ def main() -> int:
     parser.add_argument("--build", type=Path, required=True, help="configured build folder")
     parser.add_argument("--src", type=Path, required=True, help="source tree to compile")
     parser.add_argument("--cuda-home", type=Path, required=True)
-    parser.add_argument("--arch", default="90", help="one SM number, e.g. 90")
+    parser.add_argument("--arch", default="90", help="SM numbers, comma-separated, e.g. 90 or 75,80,90")
     parser.add_argument("--out", type=Path, required=True, help="folder for objects and logs")
     parser.add_argument("--host-cxx", default="/usr/bin/g++")
     parser.add_argument("tu", help="tree-relative source path")
@@ -80,7 +80,8 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     source = str(args.src / args.tu)
     if stmt["rule"].startswith("CUDA_COMPILER"):
-        flags += f" -gencode arch=compute_{args.arch},code=sm_{args.arch}"
+        for arch in args.arch.split(","):  # "75,90": one -gencode each, as a multi-arch build has them
+            flags += f" -gencode arch=compute_{arch},code=sm_{arch}"
         cmd = (
             f"{args.cuda_home}/bin/nvcc -forward-unknown-to-host-compiler -ccbin={args.host_cxx} "
             f"{stmt.get('DEFINES', '')} {includes} {flags} -x cu -c {shlex.quote(source)} -o {out}"

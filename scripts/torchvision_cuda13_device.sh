@@ -24,12 +24,14 @@
 #   here:   scripts/pytorch_cuda13_package_device.sh pack && scripts/torchvision_cuda13_device.sh pack
 #   device: (P=scripts/pytorch_cuda13_package_device.sh V=scripts/torchvision_cuda13_device.sh)
 #           33's calls as its header lists them, up to (not including) its last one;
-#           one more call, carry [.gpu/carry40/part00]:   $V stash40
+#           one more call, carry [.gpu/carry40/part00, .gpu/carry-spare]:   $P stash && $V stash40
+#           (carry-spare: 33's pack with MAGMA_SPARE=an earlier hold's magma-cuda130, used only if
+#           this hold's magma build fails)
 #           33's last call, its last carry folder:  $P stash && LIFT_CUDA13_REFUSAL=1 $P setup &&
 #                                                   $V setup40 && $V start40
 #           $P watch SECONDS (repeat: 33's watch reads the same driver log and results folder)
 #   start40 replaces 33's `start`: its driver runs the one plan above, then by itself after success
-#   33's `env`, `env40` and `tests40` here, then 33's `tests` with the time left (each cut 2 min
+#   33's `env` and `svd`, `env40` and `tests40` here, then 33's `tests` with the time left (each cut 2 min
 #   before HOLD_END / HOLD_LEFT); after a failure 33's `failures`, and torchvision's log tail.
 # BASE (default /root), PYTHON (default python3) as in 33's script. FRESH_PYTHON stands in for the
 # fresh environment's python (rehearsals here: a CPU-only torch; say so in the results).
@@ -115,7 +117,7 @@ start40)  # the one plan, detached; the driver goes on by itself (33's watch fol
     tr=$(dirname "$(find "$base/src" -maxdepth 2 -name version.txt | head -1)")
     cudnn=$(sed -n 's/^nvidia_cudnn_cu13-\([0-9]*\.[0-9]*\.[0-9]*\).*/\1/p' "$base/cuda-wheels.txt" | head -1)
     channels=(-c "$base/host-channel" -c "$base/cuda-channel" -c "$base/standin-channel" -c "$base/vision-channel")
-    hold_end=${HOLD_END:-$(($(t0) + ${HOLD_LEFT:-1200}))}
+    hold_end=$(dev33 hold-end)
     echo "hold ends $(date -u -d "@$hold_end" +%T) (in $((hold_end - $(t0))) s)"
     magma_channel=$(cat "$base/magma-channel.txt" 2>/dev/null || true)
     if [ -n "$magma_channel" ]; then channels+=(-c "$magma_channel"); fi
@@ -126,10 +128,11 @@ export PYTHONPATH=$base/site PATH=$base/site/bin:\$PATH PYTHONUNBUFFERED=1
 cd $base
 while [ ! -f $base/magma.done ]; do sleep 5; done
 cat $base/magma.done
+spare=\$(OUT=$base/results BASE=$base PYTHON=$py bash $base/condapipe-src/scripts/pytorch_cuda13_package_device.sh spare)
 echo "pytorch started \$(date -u +%FT%TZ) (with torchvision)"
 condapipe build pytorch --version $torch_version --python 3.12 --cuda 13.0 --arch 9.0 ${cudnn:+--cudnn $cudnn} \\
     --source "$tr" --with torchvision --config $base/condapipe-40.toml --engine rattler-build --build-tools wheels \\
-    ${channels[*]} --override-channels ${COMPILE_CACHE:+--compile-cache $COMPILE_CACHE} \\
+    ${channels[*]} \$spare --override-channels ${COMPILE_CACHE:+--compile-cache $COMPILE_CACHE} \\
     --output-dir $base/channel --work-dir $base/work
 rc=\$?
 echo "pytorch exit \$rc \$(date -u +%FT%TZ)"
@@ -140,6 +143,7 @@ mkdir -p $base/results
 ls $base/channel/linux-64/ | tee $base/results/channel-40.txt
 if ls $base/channel/linux-64/pytorch-$torch_version-*.conda >/dev/null 2>&1; then
     dev env
+    dev svd  # issue 33: which CUDA SVD path 2.6.0's test_svd caught (scripts/pytorch_svd_backends_check.py)
     if ls $base/channel/linux-64/torchvision-$vision_version-*.conda >/dev/null 2>&1; then
         dev40 env40
         dev40 tests40 \$(( \$(left) / 2 ))

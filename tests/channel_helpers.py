@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from condapipe.package.channel_index import index_channel
 from condapipe.package.io import pack
-from condapipe.publish.channel import index_channel
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from pathlib import Path
 from conda_package_handling import api as cph
 from ruamel.yaml import YAML
 
-from condapipe.buildspec import tables
-from condapipe.publish.channel import index_channel
+from condapipe.facts import tables
+from condapipe.package.channel_index import index_channel
 
 STUB_CHANNEL_DATA = Path(__file__).parent / "data" / "conda-stub-channel.yaml"
 

@@ -25,6 +25,17 @@ collect_ignore_glob = ["data/*"]
 if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = os.pathsep.join(filter(None, (_BIN, os.environ.get("PATH"))))
 
+
+@pytest.fixture(autouse=True)
+def _process_settings_of_each_test() -> Iterator[None]:
+    """The root command puts the environment's process settings in place for the rest of the process
+    (condapipe.process_settings); a CLI run in one test must not set another test's unpack limits."""
+    from condapipe.process_settings import ProcessSettings, use_process_settings
+
+    yield
+    use_process_settings(ProcessSettings())
+
+
 # tool -> how to get it on Debian/Ubuntu (the README's apt command installs all of these)
 APT_TOOLS = {
     "gcc": "apt-get install gcc",

@@ -160,7 +160,7 @@ def _outcome(proc: subprocess.CompletedProcess[str], out: Path, folders: list[Pa
 
 def empty_channel(path: Path) -> Path:
     """An indexed empty local channel (the one both sides search)."""
-    from condapipe.publish.channel import ensure_channel
+    from condapipe.package.channel_index import ensure_channel
 
     ensure_channel(path)
     return path

@@ -29,8 +29,35 @@ def standin_tree(dest: Path, version: str) -> Path:
     return dest
 
 
+MAGMA_SOURCE = "int magma_init(void) { return 0; }\nint magma_finalize(void) { return 0; }\n"
+
+
+def magma_standin(channel: Path, name: str) -> None:
+    """A magma-cudaXY package with what the libtorch recipe links: lib/libmagma.a (real gcc and ar
+    output defining magma_init) and its header, so a CUDA stand-in build links magma statically as
+    PyTorch does and verify finds it there."""
+    from elfkit import make_package, run, write_metadata
+
+    root = channel.parent / f"standin-{name}"
+    (root / "lib").mkdir(parents=True)
+    (root / "include").mkdir()
+    source = channel.parent / f"{name}-magma.c"
+    source.write_text(MAGMA_SOURCE)
+    run("gcc", "-c", "-fPIC", "-O0", "-o", root / "magma.o", source)
+    run("ar", "rcs", root / "lib" / "libmagma.a", root / "magma.o")
+    (root / "magma.o").unlink()
+    (root / "include" / "magma_v2.h").write_text("int magma_init(void);\nint magma_finalize(void);\n")
+    version = STUB_VERSIONS.get(name, "1.0.0")
+    write_metadata(root, name=name, version=version)
+    make_package(root, channel / "linux-64" / f"{name}-{version}-0.conda")
+
+
 def stub_package(channel: Path, name: str) -> None:
-    """An empty conda package `name` (what a dependency that cannot be downloaded here provides)."""
+    """An empty conda package `name` (what a dependency that cannot be downloaded here provides);
+    magma-cudaXY is a small real static library (magma_standin)."""
+    if name.startswith("magma-cuda"):
+        magma_standin(channel, name)
+        return
     pkg_dir = channel.parent / f"stub-{name}"
     info = pkg_dir / "info"
     info.mkdir(parents=True)

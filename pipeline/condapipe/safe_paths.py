@@ -42,10 +42,18 @@ def replaceable(path: Path, what: str) -> Path:
         raise UsageError(
             f"{what}: refusing to replace {path}: it is the current directory or one of its parents"
         )
-    home = os.environ.get("HOME")
-    if home and target == _resolved(Path(home)):
+    home = _home()
+    if home is not None and target == _resolved(home):
         raise UsageError(f"{what}: refusing to replace {path}: it is the home directory")
     return path
+
+
+def _home() -> Path | None:
+    """The user's home folder as the system reports it (Path.home: $HOME, else the password entry)."""
+    try:
+        return Path.home()
+    except (RuntimeError, KeyError):  # no HOME and no password entry: nothing to protect by name
+        return None
 
 
 def _resolved(path: Path) -> Path:

@@ -20,12 +20,14 @@ PACKAGE_DIR = Path(__file__).resolve().parents[2] / "pipeline" / "condapipe"
 
 # Lowest first; a stage may import its own modules and those of stages before it, never after.
 # Modules at the package root (errors, yaml_io, hashing, the data package) come before every stage,
-# then the shared libraries (ELF reading, conda package files) that several stages use.
-SHARED_LIBRARIES = ("elf", "package")
+# then the shared libraries (ELF reading, conda package files, the facts: tables, arch lists, family
+# registry) that several stages use.
+SHARED_LIBRARIES = ("elf", "package", "facts")
 STAGE_ORDER = (
     "root",
     *SHARED_LIBRARIES,
     "buildspec",
+    "inputchannels",
     "render",
     "engines",
     "fix",

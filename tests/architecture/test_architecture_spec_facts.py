@@ -1,6 +1,8 @@
-"""Every CUDA fact is decided once, in the spec stage: nothing outside pipeline/condapipe/spec/ reads
-data/cuda.yaml or calls the CUDA-table functions of condapipe.buildspec.tables; the family registry lives
-in the spec stage; the arch parser, the tables and `native` import each other in one direction only.
+"""Every CUDA fact is decided once: nothing outside the facts library (pipeline/condapipe/facts/, which
+reads the tables) and the spec stage (pipeline/condapipe/buildspec/, which resolves them into a
+CudaVariant) reads data/cuda.yaml or calls the CUDA-table functions of condapipe.facts.tables; the
+family registry lives in the facts library; the arch parser, the tables and `native` import each other
+in one direction only; neither asks render which families exist.
 
 Sources are read with ast (nothing is imported), so a lazy import inside a function counts too.
 """
@@ -15,12 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from condapipe.buildspec.families import known_packages
+from condapipe.facts.families import known_packages
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIR = ROOT / "pipeline" / "condapipe"
-SPEC_DIR = PACKAGE_DIR / "buildspec"
-TABLES = SPEC_DIR / "tables.py"
+FACTS_DIR = PACKAGE_DIR / "facts"
+SPEC_DIRS = (FACTS_DIR, PACKAGE_DIR / "buildspec")
+TABLES = FACTS_DIR / "tables.py"
 CUDA_YAML = re.compile(r"(^|/)cuda\.yaml$")
 
 
@@ -50,14 +53,14 @@ def offences(source: str, forbidden: frozenset[str]) -> list[str]:
     or a string naming cuda.yaml (a path or resource name, not prose)."""
     found: list[str] = []
     tree = ast.parse(source)
-    aliases = {"condapipe.buildspec.tables"}  # names under which the tables module is reachable
+    aliases = {"condapipe.facts.tables"}  # names under which the tables module is reachable
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "condapipe.buildspec.tables":
+        if isinstance(node, ast.ImportFrom) and node.module == "condapipe.facts.tables":
             found += [f"line {node.lineno}: imports {a.name}" for a in node.names if a.name in forbidden]
-        elif isinstance(node, ast.ImportFrom) and node.module == "condapipe.buildspec":
+        elif isinstance(node, ast.ImportFrom) and node.module == "condapipe.facts":
             aliases.update(a.asname or a.name for a in node.names if a.name == "tables")
         elif isinstance(node, ast.Import):
-            aliases.update(a.asname or a.name for a in node.names if a.name == "condapipe.buildspec.tables")
+            aliases.update(a.asname or a.name for a in node.names if a.name == "condapipe.facts.tables")
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr in forbidden and ast.unparse(node.value) in aliases:
             found.append(f"line {node.lineno}: uses {ast.unparse(node)}")
@@ -67,7 +70,7 @@ def offences(source: str, forbidden: frozenset[str]) -> list[str]:
 
 
 def _outside_spec() -> list[Path]:
-    files = [p for p in PACKAGE_DIR.rglob("*.py") if SPEC_DIR not in p.parents]
+    files = [p for p in PACKAGE_DIR.rglob("*.py") if not any(d in p.parents for d in SPEC_DIRS)]
     files += sorted((ROOT / "scripts").glob("*.py"))
     return sorted(p for p in files if "__pycache__" not in p.parts)
 
@@ -81,10 +84,10 @@ def test_the_cuda_table_functions_are_found() -> None:
 @pytest.mark.parametrize(
     ("source", "expected"),
     [
-        ("from condapipe.buildspec.tables import cuda_info\n", "imports cuda_info"),
-        ("from condapipe.buildspec import tables\nx = tables.cuda_versions()\n", "uses tables.cuda_versions"),
-        ("import condapipe.buildspec.tables as t\nt.cuda_info('11.8')\n", "uses t.cuda_info"),
-        ("def f():\n    from condapipe.buildspec.tables import normalize_cuda\n", "imports normalize_cuda"),
+        ("from condapipe.facts.tables import cuda_info\n", "imports cuda_info"),
+        ("from condapipe.facts import tables\nx = tables.cuda_versions()\n", "uses tables.cuda_versions"),
+        ("import condapipe.facts.tables as t\nt.cuda_info('11.8')\n", "uses t.cuda_info"),
+        ("def f():\n    from condapipe.facts.tables import normalize_cuda\n", "imports normalize_cuda"),
         ("p = files('condapipe.data').joinpath('cuda.yaml')\n", "names 'cuda.yaml'"),
     ],
 )
@@ -95,9 +98,7 @@ def test_the_scan_catches_every_way_of_reading_the_cuda_table(source: str, expec
 
 def test_series_facts_and_prose_are_not_offences() -> None:
     allowed = (
-        "from condapipe.buildspec import tables\n"
-        'tables.pytorch_info("2.4.1")\n'
-        'raise E("add it to cuda.yaml")\n'
+        'from condapipe.facts import tables\ntables.pytorch_info("2.4.1")\nraise E("add it to cuda.yaml")\n'
     )
     assert offences(allowed, cuda_table_names()) == []
 
@@ -126,20 +127,23 @@ def _imports(path: Path) -> set[str]:
 
 def test_tables_and_native_sit_below_the_arch_parser() -> None:
     for low in ("tables.py", "native.py"):
-        imported = {m for m in _imports(SPEC_DIR / low) if m.startswith("condapipe.buildspec")}
-        assert not imported, f"spec/{low} imports {imported}: the arch parser builds on it, not back"
+        imported = {
+            m for m in _imports(FACTS_DIR / low) if m.startswith(("condapipe.facts", "condapipe.buildspec"))
+        }
+        assert not imported, f"facts/{low} imports {imported}: the arch parser builds on it, not back"
 
 
 def test_the_spec_stage_never_asks_render_which_families_exist() -> None:
     back = {
         str(p.relative_to(ROOT)): sorted(m for m in _imports(p) if m.startswith("condapipe.render"))
-        for p in SPEC_DIR.rglob("*.py")
+        for d in SPEC_DIRS
+        for p in d.rglob("*.py")
     }
     assert not {k: v for k, v in back.items() if v}
 
 
 def test_every_registered_family_has_a_render_builder_and_every_builder_is_used() -> None:
-    from condapipe.buildspec.families import profiles
+    from condapipe.facts.families import profiles
     from condapipe.render import families
 
     modules = {m.name for m in pkgutil.iter_modules(families.__path__) if m.name[0] != "_"}

@@ -70,3 +70,16 @@ def test_a_new_module_in_any_stage_folder_would_be_seen_by_git() -> None:
     names = [str((d / "new_module.py").relative_to(REPO)) for d in stage_dirs]
     ignored = ignored_by_git(names)
     assert not ignored, ignored
+
+
+def test_every_stage_and_library_folder_has_its_tests_folder() -> None:
+    # tests/ mirrors the code (docs/design.md "Tests mirror the stages"): a folder's tests are found
+    # where its name says, and a new stage or library comes with its own.
+    folders = sorted(
+        p.name
+        for p in PACKAGE_DIR.iterdir()
+        if p.is_dir() and (p / "__init__.py").is_file() and p.name != "data"
+    )
+    assert {"elf", "package", "facts", "inputchannels", "plan"} <= set(folders)
+    missing = [name for name in folders if not any((REPO / "tests" / name).glob("test_*.py"))]
+    assert not missing, f"no tests/<folder>/test_*.py for: {missing}"

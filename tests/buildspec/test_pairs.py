@@ -16,9 +16,10 @@ from click.testing import CliRunner
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from condapipe.buildspec import pairs, tables
+from condapipe.buildspec import pairs
 from condapipe.buildspec.build_spec import PLATFORMS
 from condapipe.cli.main import main
+from condapipe.facts import tables
 from condapipe.render import patch_catalog
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from condapipe.buildspec.settings import Settings, resolve_settings, spec_from_settings
+from condapipe.errors import UsageError
 
 
 def write_config(folder: Path, text: str) -> Path:
@@ -78,3 +79,31 @@ def test_config_show_prints_the_settings(tmp_path: Path) -> None:
     assert shown["settings"]["package"] == "cuda-smoke"
     assert shown["settings"]["config_file"] == str(config.resolve())
     assert shown["settings"]["spec"]["cuda"] == ["13.0"]
+
+
+def test_the_cuda_axis_is_read_once_by_the_cascade_and_taken_as_it_is_downstream(tmp_path: Path) -> None:
+    # "12.4, 12.6" in the config file, repeated and comma-separated flags: one list, X.Y, each once.
+    config = write_config(tmp_path, 'cuda = "12.4, 12.6"\n')
+    assert resolve_settings("magma", {}, environ={}, config_path=config).spec["cuda"] == ("12.4", "12.6")
+    settings = resolve_settings("magma", {"cuda": ("13.0,12.4", "13.0")}, environ={}, config={})
+    assert settings.spec["cuda"] == ("13.0", "12.4")
+    with pytest.raises(UsageError, match="--cuda 'cu124': write the CUDA version as X"):
+        resolve_settings("magma", {"cuda": ("cu124",)}, environ={}, config={})
+    with pytest.raises(UsageError, match="unknown CUDA version '12"):
+        resolve_settings("magma", {"cuda": ("12.7",)}, environ={}, config={})
+    # the spec and a Jetson profile take the cascade's list as it is
+    assert spec_from_settings(settings).cudas == ("13.0", "12.4")
+    jetson = resolve_settings("pytorch", {"jetson": "orin", "cuda": ("12.6",)}, environ={}, config={})
+    assert spec_from_settings(jetson).cudas == ("12.6",)
+
+
+def test_the_timeouts_are_read_from_the_environment_by_the_cascade() -> None:
+    environ = {"CONDAPIPE_CHANNEL_TIMEOUT": "2.5", "CONDAPIPE_UPLOAD_TIMEOUT": "30"}
+    settings = resolve_settings("magma", {}, environ=environ, config={})
+    assert (settings.channel_timeout, settings.upload_timeout) == (2.5, 30.0)
+    assert resolve_settings("magma", {}, environ={}, config={}).channel_timeout is None
+    # for_package keeps them without reading the environment again
+    assert settings.for_package("pytorch").upload_timeout == 30.0
+    for bad in ("inf", "nan", "0", "-1", "1e9", "soon"):
+        with pytest.raises(UsageError, match="CONDAPIPE_UPLOAD_TIMEOUT="):
+            resolve_settings("magma", {}, environ={"CONDAPIPE_UPLOAD_TIMEOUT": bad}, config={})

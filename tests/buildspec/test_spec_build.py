@@ -233,8 +233,8 @@ def test_build_spec_is_usable_without_the_cli():
 
 
 def test_link_overflow_warning_function_for_other_commands():
-    from condapipe.buildspec.arch import parse_arch_list
     from condapipe.buildspec.build_spec import link_overflow_warning
+    from condapipe.facts.arch import parse_arch_list
 
     long = parse_arch_list("5.0;6.0;6.1;7.0;7.5;8.0;8.6;8.9;9.0;9.0a+PTX", cuda="12.4")
     assert "relocation truncated to fit" in link_overflow_warning(long, "12.4", split_available=False)

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from render_helpers import load_yaml, run_cli
 
-from condapipe.buildspec.arch import magma_default_archs, parse_arch_list, torch_default_archs
-from condapipe.buildspec.families import family_of_package
 from condapipe.buildspec.settings import spec_from_flags
-from condapipe.buildspec.variant import package_promise, promised_archs
+from condapipe.facts.arch import magma_default_archs, parse_arch_list, torch_default_archs
+from condapipe.facts.families import family_of_package
+from condapipe.facts.promise import package_promise, promised_archs
 
 # 12 archs + 1 PTX = 13 code images on CUDA 10.2 (which by itself does not split): too many for one
 # libtorch_cuda.so, and pytorch 1.8 has BUILD_SPLIT_CUDA, so the spec turns the split on.

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from packaging.version import Version
 
-from condapipe.buildspec import tables
 from condapipe.buildspec.build_spec import build_spec
 from condapipe.errors import UsageError
+from condapipe.facts import tables
 
 
 def test_every_torchvision_release_pairs_with_a_known_pytorch_release_of_its_series() -> None:

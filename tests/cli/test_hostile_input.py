@@ -20,6 +20,7 @@ from fuzz import archives
 from condapipe.cli.main import main
 from condapipe.package.io import unpack
 from condapipe.package.safe_extract import UnsafePackage
+from condapipe.process_settings import process_settings, use_process_settings
 from condapipe.verify.verifier import verify_package
 
 CLI = [sys.executable, "-c", "from condapipe.cli.main import main; main()"]
@@ -82,11 +83,10 @@ def test_unpacking_refuses_hostile_members_and_damage_naming_them(
     assert not (tmp_path / "pwned").exists() and not (tmp_path.parent / "pwned").exists()
 
 
-def test_size_and_member_count_are_bounded_with_a_clear_error(
-    tmp_path: Path, escape: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("CONDAPIPE_MAX_UNPACK_BYTES", str(32 << 20))
-    monkeypatch.setenv("CONDAPIPE_MAX_UNPACK_FILES", "2000")
+def test_size_and_member_count_are_bounded_with_a_clear_error(tmp_path: Path, escape: Path) -> None:
+    # what the root command does with CONDAPIPE_MAX_UNPACK_* in the environment
+    limits = {"CONDAPIPE_MAX_UNPACK_BYTES": str(32 << 20), "CONDAPIPE_MAX_UNPACK_FILES": "2000"}
+    use_process_settings(process_settings(limits))
     for kind, says in (
         ("big-zeros", "expands to more than 33554432 bytes at member lib/zeros"),
         ("huge-declared", "expands to more than 33554432 bytes at member lib/huge"),
@@ -303,3 +303,16 @@ def test_a_bad_compression_level_is_refused_before_anything_is_written(
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 2 and "--compression-level" in result.stderr, result.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_unpack_limits_come_from_the_environment_of_the_command(tmp_path: Path, escape: Path) -> None:
+    pkg = archives.build("many-files", ".tar.bz2", tmp_path / "in", escape)
+    runner = CliRunner()
+    bounded = runner.invoke(main, ["verify", str(pkg)], env={"CONDAPIPE_MAX_UNPACK_FILES": "2000"})
+    assert bounded.exit_code != 0 and "more than 2000 members" in bounded.output
+    assert "Traceback" not in bounded.output
+    bad = runner.invoke(main, ["verify", str(pkg)], env={"CONDAPIPE_MAX_UNPACK_FILES": "lots"})
+    assert bad.exit_code == 2
+    assert bad.output.strip().splitlines() == [
+        "error: $CONDAPIPE_MAX_UNPACK_FILES must be a whole number, not 'lots'"
+    ]

@@ -21,6 +21,7 @@ from condapipe.buildspec.settings import resolve_settings
 from condapipe.cli.main import main
 from condapipe.cli.source_input import unpacked_source
 from condapipe.package.safe_extract import UnsafePackage, safe_extract_source
+from condapipe.process_settings import process_settings, use_process_settings
 
 
 class _Zeros(io.RawIOBase):
@@ -103,8 +104,8 @@ def test_a_zero_bomb_is_refused_by_its_compression_ratio_in_moments(tmp_path: Pa
     assert not (tmp_path / "dest" / "src" / "zeros").exists()  # refused from the header, before writing
 
 
-def test_the_member_count_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CONDAPIPE_MAX_UNPACK_FILES", "100")
+def test_the_member_count_is_bounded(tmp_path: Path) -> None:
+    use_process_settings(process_settings({"CONDAPIPE_MAX_UNPACK_FILES": "100"}))  # as the root command does
     archive = _tarball(tmp_path / "many.tar.xz", [(_member(f"f{i}"), 0) for i in range(101)], "w:xz")
     with pytest.raises(UnsafePackage, match="more than 100 members"):
         safe_extract_source(archive, tmp_path / "dest")

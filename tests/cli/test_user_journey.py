@@ -140,7 +140,7 @@ def test_jetson_on_x86_is_neither_told_to_install_cuda_nor_that_force_helps() ->
 
 @pytest.mark.skipif(shutil.which("apt-cache") is None, reason="needs apt-cache (Debian/Ubuntu)")
 def test_gcc_advice_names_apt_packages_only_where_apt_has_them() -> None:
-    machine = Machine.from_environ(Path(".condapipe"))
+    machine = Machine.from_environ(Path(".condapipe"), os.environ)
     missing = _older_gcc_fix(machine, 3, 12)  # gcc-3 is in no current apt source
     assert "apt-get install" not in missing and "apt sources have no gcc-3" in missing
     assert "--cuda " in missing and "conda-forge" in missing

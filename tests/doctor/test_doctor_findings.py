@@ -19,8 +19,8 @@ from click.testing import CliRunner
 
 from condapipe.buildspec.settings import spec_from_flags
 from condapipe.cli.main import main
-from condapipe.doctor.machine import doctor_data
 from condapipe.doctor.run import Machine, run_doctor
+from condapipe.facts.families import profile
 
 STANDINS = Path(__file__).parent.parent / "standins" / "doctor"
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -138,7 +138,7 @@ def test_max_jobs_follows_ram_per_job_and_the_cores(tmp_path: Path, gib: float, 
 
 
 def test_pytorch_max_jobs_uses_the_memory_per_job_of_its_variant_kind(tmp_path: Path) -> None:
-    from condapipe.buildspec.compile_jobs import compile_job_gib
+    from condapipe.facts.compile_jobs import compile_job_gib
 
     per_job = int(compile_job_gib("pytorch", "2.4.1", cuda=False))  # a CPU translation unit's figure
     spec = spec_from_flags("pytorch", {"version": "2.4.1", "cuda": ("cpu",), "python": ("3.11",)})
@@ -146,8 +146,8 @@ def test_pytorch_max_jobs_uses_the_memory_per_job_of_its_variant_kind(tmp_path: 
     assert roomy.max_jobs == 5 and not [f for f in roomy.blocking if f.check == "ram"]
     small = run_doctor(spec, machine(tmp_path, meminfo=str(meminfo(tmp_path, (per_job - 1) * 1024 * 1024))))
     assert [f.check for f in small.blocking] == ["ram"]
-    floor = max(per_job, doctor_data()["families"]["pytorch"]["min_ram_gib"])
-    assert f"needs at least {floor}" in small.blocking[0].message
+    floor = max(per_job, profile("pytorch").doctor.min_ram_gib)  # the profile's `doctor:` section
+    assert f"needs at least {floor:g}" in small.blocking[0].message
 
 
 def test_a_user_max_jobs_beyond_the_ram_is_kept_but_warned_about(tmp_path: Path) -> None:
@@ -299,8 +299,9 @@ def test_a_further_python_adds_only_its_packages_and_bindings_not_a_build_tree(t
     three = _disk(tmp_path, cuda=("12.4",), python=("3.10", "3.11", "3.12"))
     added = two["need_gib"] - two["first_variant_gib"]
     from condapipe.doctor.costs import build_costs
+    from condapipe.doctor.machine import family_needs
 
-    facts = build_costs()["pytorch"]
+    facts = build_costs(family_needs("pytorch").build_costs)
     tree_gib = facts["configured_tree_mib"] * facts["margin"] / 1024
     assert 0 < added < one["need_gib"] - tree_gib  # no second build tree
     assert three["need_gib"] == pytest.approx(two["need_gib"] + added, abs=0.15)
@@ -321,8 +322,9 @@ def test_the_disk_need_grows_with_the_archs_compiled_and_blocks_only_when_short(
 
 def test_every_measured_cost_figure_says_where_it_was_measured() -> None:
     from condapipe.doctor.costs import build_costs
+    from condapipe.doctor.machine import family_needs
 
-    facts = build_costs()["pytorch"]
+    facts = build_costs(family_needs("pytorch").build_costs)
     for key in ("configured_tree_mib", "objects", "python_objects", "object_kib"):
         source = facts[key.removesuffix("_mib") + "_from"] if key.endswith("_mib") else facts[f"{key}_from"]
         assert len(source.split()) > 5, key
@@ -387,11 +389,11 @@ def test_on_a_gpu_machine_the_loaded_driver_is_read_and_matches_nvidia_smi(tmp_p
     smi = subprocess.run(
         ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True
     )
-    assert driver_version(Machine.from_environ(tmp_path)) == smi.stdout.strip().splitlines()[0]
+    assert driver_version(Machine.from_environ(tmp_path, os.environ)) == smi.stdout.strip().splitlines()[0]
 
 
 def test_libtorch_is_checked_like_pytorch_for_cudnn_cmake_and_memory(tmp_path: Path) -> None:
-    from condapipe.buildspec.compile_jobs import compile_job_gib
+    from condapipe.facts.compile_jobs import compile_job_gib
 
     spec = spec_from_flags("libtorch", {"version": "2.9.0", "cuda": ("13.0",)})
     report = run_doctor(spec, machine(tmp_path, meminfo=str(meminfo(tmp_path, 64 * 1024 * 1024))))

@@ -4,7 +4,7 @@ real conda into a fresh environment elsewhere and run (no LD_LIBRARY_PATH: the r
 
 (a) libgreet-v0: a C shared library + CLI (CMake) whose build tool, cmake, no channel here has:
     `--build-tools wheels` serves it from the local tool channel condapipe makes from the cmake
-    wheel (condapipe.publish.tool_channel), with --override-channels so nothing else could.
+    wheel (condapipe.inputchannels.tool_channel), with --override-channels so nothing else could.
 (b) libtorch: the libtorch family's own rendered meta.yaml building the libtorch-shaped stand-in
     project (tests/data/libtorch-standin); a C++ user's CMake project then finds the installed
     package with find_package(Torch), links it and runs. Its requirements that cannot be downloaded
@@ -27,7 +27,7 @@ from conda_package_handling import api as cph
 from e2e_helpers import build_json, conda_install, fixed_once, run_clean
 from libtorch_standin_helpers import SETTINGS, STANDIN, TEST_PROJECT, recipe_dependencies, stub_package
 
-from condapipe.publish.channel import index_channel
+from condapipe.package.channel_index import index_channel
 
 RECIPES = Path(__file__).parent.parent / "data" / "recipes"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from e2e_helpers import build_json, condapipe, install, run_clean
 
-from condapipe.buildspec.arch import parse_arch_list
+from condapipe.facts.arch import parse_arch_list
 from condapipe.package.io import unpack
 from condapipe.verify.verifier import verify_package
 

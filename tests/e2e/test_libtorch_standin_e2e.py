@@ -39,8 +39,8 @@ from libtorch_standin_helpers import (
     stub_package,
 )
 
-from condapipe.buildspec.arch import parse_arch_list
-from condapipe.publish.channel import index_channel
+from condapipe.facts.arch import parse_arch_list
+from condapipe.package.channel_index import index_channel
 from condapipe.verify.verifier import verify_package
 
 pytestmark = [
@@ -193,6 +193,8 @@ def test_a_cuda_libtorch_holds_exactly_the_requested_archs_and_passes_its_test(
     magma = [step for step in built_cuda["steps"] if "magma-cuda130" in step["id"]]
     assert magma and {step["status"] for step in magma} == {"skipped"}
     assert "not needed: magma-cuda130" in magma[0]["reason"]
+    # and the magma from the channel is in the package: linked statically into the CUDA library
+    assert report.static_links == {"magma": "lib/libtorch_cuda.so"}
 
 
 def _index(pkg: Path, dest: Path) -> str:

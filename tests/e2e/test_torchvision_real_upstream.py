@@ -7,7 +7,7 @@ with, 2.6.0. No conda channel is reachable here, so the host and run environment
 channels:
 
 - python (a venv of this CPython), torch 2.6.0 and its dependencies, numpy, pillow, setuptools, pip:
-  PyPI wheels laid out as conda packages by `condapipe wheels` (condapipe.publish.wheel_channel).
+  PyPI wheels laid out as conda packages by `condapipe wheels` (condapipe.inputchannels.wheel_channel).
   PyPI's torch 2.6.0 for linux x86_64 is upstream's CUDA 12.4 build (with its nvidia-* wheels); no
   CPU-only 2.6.0 wheel exists on PyPI. torchvision is built as the recipe's cpu variant (its C++
   operators and image codecs, no CUDA kernels) against that package, pinned by the package's own
@@ -41,8 +41,8 @@ from pathlib import Path
 import pytest
 
 from condapipe.buildspec.build_spec import build_spec
+from condapipe.package.channel_index import index_channel
 from condapipe.plan import PlanOptions, make_family_plan, run_plan
-from condapipe.publish.channel import index_channel
 
 pytestmark = [pytest.mark.upstream, pytest.mark.slow, pytest.mark.timeout(3 * 3600)]
 
@@ -61,7 +61,7 @@ def _host_channel(channel: Path, wheels: Path, debs: Path) -> str:
     """The local channel of the host/run environments; returns the torch package's build string."""
     from debian_lib_packages import deb_conda_package
 
-    from condapipe.publish.wheel_channel import make_wheel_channel
+    from condapipe.inputchannels.wheel_channel import make_wheel_channel
 
     made = make_wheel_channel(channel, sorted(wheels.glob("*.whl")))
     torch = [p for p in made if p.name.startswith(f"pytorch-{TORCH}-")]
@@ -114,7 +114,7 @@ def test_torchvision_0_21_0_builds_against_torch_2_6_0_and_runs(tmp_path: Path) 
     host = work / "host-channel"
     torch_build = _host_channel(host, wheels, debs)
 
-    from condapipe.publish.tool_channel import TOOLS, default_sources, make_tool_channel
+    from condapipe.inputchannels.tool_channel import TOOLS, default_sources, make_tool_channel
 
     tools = work / "tool-channel"
     make_tool_channel(tools, default_sources(TOOLS))  # ninja (and cmake) from the wheels beside condapipe

@@ -16,7 +16,16 @@ from elfkit import NVCC, nvcc_shared
 from hypothesis import given
 from hypothesis import strategies as st
 
-from condapipe.elf.fatbin import FatbinError, decompress, lz4_block_decompress, parse_fatbin, read_fatbin
+from condapipe.elf.fatbin import (
+    KIND_ELF,
+    FatbinError,
+    cubin_problem,
+    decompress,
+    lz4_block_decompress,
+    parse_fatbin,
+    ptx_problem,
+    read_fatbin,
+)
 
 pytestmark = pytest.mark.skipif(not Path(NVCC).exists(), reason="nvcc not installed")
 
@@ -77,6 +86,34 @@ def test_compressed_payloads_decompress_to_the_uncompressed_build(cubins: dict[s
     for a, b in zip(plain.entries, packed.entries, strict=True):
         # PTX text is NUL-padded to 8 bytes when stored uncompressed
         assert decompress(cubins["base"], a).rstrip(b"\0") == decompress(cubins[kind], b).rstrip(b"\0")
+
+
+@pytest.mark.parametrize("kind", ["base", "zstd", "lz4"])
+def test_every_payload_nvcc_wrote_is_a_cubin_or_ptx_of_its_arch(cubins: dict[str, Path], kind: str) -> None:
+    entries = read_fatbin(cubins[kind]).entries
+    assert {e.kind for e in entries} == {1, KIND_ELF}
+    for entry in entries:
+        data = decompress(cubins[kind], entry)
+        check = cubin_problem if entry.kind == KIND_ELF else ptx_problem
+        assert check(data, entry.arch) is None, entry.name
+        assert check(data, entry.arch + 1) is not None  # a payload of another arch is named as such
+
+
+def test_payloads_that_are_not_what_their_header_says_are_named() -> None:
+    cubin = bytearray(b"\x7fELF\x02" + bytes(59))
+    struct.pack_into("<H", cubin, 18, 62)  # x86-64, not CUDA
+    assert cubin_problem(bytes(cubin), 80) == "ELF machine 62 is not CUDA"
+    assert cubin_problem(b"\x7fELF\x01" + bytes(59), 80) == "not a 64-bit ELF"
+    struct.pack_into("<H", cubin, 18, 190)
+    struct.pack_into("<I", cubin, 48, 80 << 8)
+    assert cubin_problem(bytes(cubin), 80) is None
+    struct.pack_into("<Q", cubin, 40, 1 << 20)  # section headers far past the end
+    struct.pack_into("<H", cubin, 58, 64)
+    struct.pack_into("<H", cubin, 60, 1)
+    assert cubin_problem(bytes(cubin), 80) == "section headers run past the end"
+    assert ptx_problem(b".version 8.0\n.target sm_80\n\0\0", 80) is None
+    assert ptx_problem(b".target sm_80\0garbage", 80) == "PTX text contains NUL bytes"
+    assert ptx_problem(b".target sm_90\n", 80) == "PTX has no .target sm_80"
 
 
 def test_arch_specific_and_family_targets_keep_their_suffix(cubins: dict[str, Path]) -> None:

@@ -24,7 +24,7 @@ from render_helpers import load_yaml, run_cli, variant_combos
 
 from condapipe.buildspec.compile_cache import COMPILE_CACHE_ENV, resolve_compile_cache, sccache_env_names
 from condapipe.errors import UsageError
-from condapipe.publish.channel import index_channel
+from condapipe.package.channel_index import index_channel
 
 STANDIN = Path(__file__).parent.parent / "data" / "libtorch-standin"
 TOOLS = ("cmake", "ninja", "g++", "nvcc", "sccache", "redis-server")

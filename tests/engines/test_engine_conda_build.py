@@ -22,7 +22,7 @@ from e2e_helpers import conda_install
 from condapipe.engines import BuildOptions, CondaBuildEngine, engine_for_recipe, get_engine
 from condapipe.engines.conda_build import _works
 from condapipe.errors import BuildFailed, UsageError
-from condapipe.publish.channel import publish_packages
+from condapipe.publish.local_channel import publish_packages
 
 HERE = Path(__file__).parent.parent
 STANDINS = HERE / "standins"
@@ -196,7 +196,7 @@ def test_cuda_smoke_builds_from_its_v0_recipe_with_conda_build(real_conda: Path,
     and it installs with the real conda into a fresh environment and runs."""
     from e2e_helpers import build_json, run_clean
 
-    from condapipe.buildspec.arch import parse_arch_list
+    from condapipe.facts.arch import parse_arch_list
     from condapipe.verify.verifier import verify_package
 
     result = build_json(

@@ -19,7 +19,7 @@ from condapipe.engines import BuildOptions, EngineResult, RattlerBuildEngine, en
 from condapipe.engines.conda_build import _works
 from condapipe.engines.rattler_build import package_format_arg
 from condapipe.errors import BuildFailed, EnvironmentProblem, UsageError
-from condapipe.publish.channel import ensure_channel
+from condapipe.package.channel_index import ensure_channel
 
 RECIPES = Path(__file__).parent.parent / "data" / "recipes"
 

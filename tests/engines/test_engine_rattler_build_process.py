@@ -65,7 +65,7 @@ def test_the_engine_runs_in_a_fresh_interpreter_below_condapipe_which_never_load
     caller = (
         "import json, os, sys; from pathlib import Path;"
         "from condapipe.engines import BuildOptions, RattlerBuildEngine;"
-        "from condapipe.publish.channel import ensure_channel;"
+        "from condapipe.package.channel_index import ensure_channel;"
         f"o = BuildOptions(output_dir=Path({str(tmp_path / 'channel')!r}),"
         f" work_dir=Path({str(tmp_path / 'work')!r}), run_tests=False);"
         "ensure_channel(o.output_dir);"

@@ -1,7 +1,7 @@
 """A local stand-in for anaconda.org's upload API (and conda.anaconda.org's file serving).
 
 anaconda.org cannot be reached from tests, so this server implements the API subset that
-anaconda-client 1.16 uses, following shared/reference/anaconda-upload-protocol.md: the same
+anaconda-client 1.16 uses, following docs/reference/anaconda-upload-protocol.md: the same
 paths, status codes, JSON bodies and S3-style browser-form upload (multipart, Content-MD5
 checked, 201 + XML, InvalidDigest). It stores committed files, serves them back as a conda
 channel (/conda/OWNER[/label/LABEL]/SUBDIR/...), records every request, and injects faults.

@@ -50,10 +50,16 @@ def test_pytorch_builder_scheme_for_torch_and_torch_lib() -> None:
     assert other.value == "$ORIGIN/../lib"
 
 
-def test_unknown_family_uses_the_default_rules_and_extra_rpaths_add_up() -> None:
-    rules = rules_for("no-such-family").with_extra(("lib/stubs",))
+def test_a_package_of_no_family_gets_the_default_rules_and_extra_rpaths_add_up() -> None:
+    rules = rules_for(None).with_extra(("lib/stubs",))
     assert rules.family == "default"
     assert decide("lib/libx.so", None, rules).value == "$ORIGIN:$ORIGIN/stubs"
+
+
+def test_an_unknown_family_gets_no_rules_at_all() -> None:
+    # a misspelt --family must not fix a package with the default rules
+    with pytest.raises(UsageError, match="unknown package 'no-such-family'"):
+        rules_for("no-such-family")
 
 
 def test_vendored_names_kept_for_cudnn_and_nvrtc_builtins_only() -> None:

@@ -25,7 +25,7 @@ from e2e_helpers import install
 from condapipe.engines import BuildOptions, RattlerBuildEngine
 from condapipe.errors import UsageError
 from condapipe.fix.staged import write_launcher
-from condapipe.publish.channel import ensure_channel
+from condapipe.package.channel_index import ensure_channel
 from condapipe.render.model import STAGED_FIX_ENV
 
 RECIPE = """\

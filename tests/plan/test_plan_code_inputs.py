@@ -61,6 +61,80 @@ def test_a_change_to_the_fixer_refixes_but_does_not_reverify(package_copy: Path,
     assert after["fix"] != before["fix"] and after["verify"] == before["verify"]
 
 
+@pytest.mark.parametrize(
+    "module",
+    [
+        "buildspec/settings.py",
+        "buildspec/config_file.py",
+        "buildspec/compile_cache.py",
+        "buildspec/defaults.py",
+        "buildspec/build_spec.py",
+        "buildspec/__init__.py",
+    ],
+)
+def test_a_change_to_the_settings_code_refixes_and_reverifies_nothing(
+    package_copy: Path, module: str
+) -> None:
+    # Fix and verify read facts (the family registry, rpath rules, promised archs) from the facts
+    # library, which imports no settings: a new flag or config key leaves finished packages alone.
+    before = digests(package_copy)
+    edit(package_copy / module)
+    after = digests(package_copy)
+    assert after["fix"] == before["fix"] and after["verify"] == before["verify"]
+    assert after["render"] != before["render"]  # render reads the spec, so the same edit re-renders
+
+
+@pytest.mark.parametrize(
+    ("module", "refix", "reverify"),
+    [("facts/families.py", True, True), ("facts/tables.py", True, True), ("facts/promise.py", False, True)],
+)
+def test_a_change_to_a_fact_reruns_the_steps_that_read_it(
+    package_copy: Path, module: str, refix: bool, reverify: bool
+) -> None:
+    before = digests(package_copy)
+    edit(package_copy / module)
+    after = digests(package_copy)
+    assert (after["fix"] != before["fix"], after["verify"] != before["verify"]) == (refix, reverify)
+
+
+def edit_function(module: Path, name: str) -> None:
+    """Add a statement at the top of one top-level function's body."""
+    lines = module.read_text().splitlines(keepends=True)
+    (node,) = [n for n in ast.parse("".join(lines)).body if isinstance(n, ast.FunctionDef) and n.name == name]
+    first = node.body[0]
+    lines.insert(first.lineno - 1, " " * first.col_offset + "changed = True\n")
+    module.write_text("".join(lines))
+
+
+@pytest.mark.parametrize(
+    ("function", "rerun"),
+    [
+        ("fix_action", {"fix"}),
+        ("final_compression", {"fix"}),
+        ("verify_action", {"verify"}),
+        ("local_dependency_libs", {"verify"}),
+        ("render_action", {"render"}),
+        ("_packages", {"fix", "verify"}),
+        ("build_action", set()),
+        ("test_action", set()),
+        ("publish_action", set()),
+    ],
+)
+def test_a_change_to_a_step_body_reruns_that_step_only(package_copy: Path, function: str, rerun: set) -> None:
+    # The plan's <kind>_action and the helpers it calls are code the step runs: a changed fix body
+    # (which packages it hands on, the repack level) re-fixes; another step's body changes nothing.
+    before = digests(package_copy)
+    edit_function(package_copy / "plan" / "steps.py", function)
+    after = digests(package_copy)
+    assert {kind for kind in KINDS if after[kind] != before[kind]} == rerun
+
+
+def test_text_between_the_step_bodies_reruns_nothing(package_copy: Path) -> None:
+    before = digests(package_copy)
+    edit(package_copy / "plan" / "steps.py")  # a comment at the end of the module
+    assert digests(package_copy) == before
+
+
 def test_a_change_to_the_verifier_reverifies_but_does_not_refix(package_copy: Path) -> None:
     before = digests(package_copy)
     edit(package_copy / "verify" / "verifier.py")

@@ -7,6 +7,7 @@ building, downloading or writing anything, so these run in a second each.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -103,7 +104,7 @@ def test_a_toolkit_doctor_found_under_usr_local_is_put_first_on_the_builds_path(
     shutil.copy(STANDIN_NVCC, toolkit / "bin" / "nvcc")
     monkeypatch.setenv("CONDAPIPE_CUDA_ROOTS", str(tmp_path))
     spec = spec_from_flags("cuda-smoke", {"cuda": ("11.0",), "arch": "8.0"})
-    checked = preflight(spec, work_dir=tmp_path / "w", engine="auto")
+    checked = preflight(spec, work_dir=tmp_path / "w", engine="auto", environ=os.environ)
     assert [v.toolkit_root for v in checked.spec.cuda_variants] == [str(toolkit)]
     options = PlanOptions(output_dir=tmp_path / "ch", work_dir=tmp_path / "w", env=checked.env)
     (job,) = family_jobs(checked.spec)
@@ -119,22 +120,22 @@ def test_several_pythons_and_the_long_builds_keep_a_compile_cache_in_the_work_di
     monkeypatch.delenv("CONDAPIPE_COMPILE_CACHE", raising=False)
     work = tmp_path / "w"
     two = spec_from_flags("pytorch", {"version": "2.4.1", "cuda": ("cpu",), "python": ("3.10", "3.11")})
-    chosen = preflight(two, work_dir=work, engine="auto")
+    chosen = preflight(two, work_dir=work, engine="auto", environ=os.environ)
     assert dict(chosen.env)["CONDAPIPE_COMPILE_CACHE"] == str((tmp_path / "w" / "compile-cache").resolve())
 
     # One Python of a family whose build is hours of compiling: the cache is kept all the same, so an
     # interrupted build continues on the rerun (issue 34).
     one = spec_from_flags("pytorch", {"version": "2.4.1", "cuda": ("cpu",), "python": ("3.10",)})
-    chosen = preflight(one, work_dir=work, engine="auto")
+    chosen = preflight(one, work_dir=work, engine="auto", environ=os.environ)
     assert dict(chosen.env)["CONDAPIPE_COMPILE_CACHE"] == str((tmp_path / "w" / "compile-cache").resolve())
     magma = spec_from_flags("magma", {"cuda": ("13.0",), "arch": "9.0"})
-    chosen = preflight(magma, work_dir=work, engine="auto")
+    chosen = preflight(magma, work_dir=work, engine="auto", environ=os.environ)
     assert dict(chosen.env)["CONDAPIPE_COMPILE_CACHE"] == str((tmp_path / "w" / "compile-cache").resolve())
     # A family whose build script takes no cache gets none.
     smoke = spec_from_flags("cuda-smoke", {"cuda": ("13.0",), "arch": "9.0"})
-    chosen = preflight(smoke, work_dir=work, engine="auto")
+    chosen = preflight(smoke, work_dir=work, engine="auto", environ=os.environ)
     assert "CONDAPIPE_COMPILE_CACHE" not in dict(chosen.env)
 
     monkeypatch.setenv("CONDAPIPE_COMPILE_CACHE", str(tmp_path / "mine"))
-    chosen = preflight(two, work_dir=work, engine="auto")
+    chosen = preflight(two, work_dir=work, engine="auto", environ=os.environ)
     assert "CONDAPIPE_COMPILE_CACHE" not in dict(chosen.env)  # the user's own cache reaches the build as is

@@ -288,6 +288,20 @@ def test_pytorchs_host_env_solves_against_the_magma_this_plan_builds(tmp_path: P
     )
 
 
+def test_a_recipe_dir_build_takes_python_from_the_config_file_as_from_the_flag(
+    tmp_path: Path, deps: Path
+) -> None:
+    # condapipe.toml's python applies to a recipe directory as --python does (the settings cascade)
+    recipe(tmp_path / "hello")
+    code, flagged, err = dry(tmp_path, "-c", str(deps), "--python", "3.12")
+    assert code == 0, err
+    assert "host env (2 packages): numpy 2.1.0, python 3.12.4" in flagged
+    (tmp_path / "condapipe.toml").write_text('python = ["3.12"]\n')
+    code, configured, err = dry(tmp_path, "-c", str(deps))
+    assert code == 0, err
+    assert "host env (2 packages): numpy 2.1.0, python 3.12.4" in configured
+
+
 TORCHVISION_DEPS = (
     Pkg("cmake", "3.30.2"),
     Pkg("ninja", "1.12.1"),

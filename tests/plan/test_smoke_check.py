@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from condapipe.buildspec.families import family_facts, known_packages
+from condapipe.facts.families import family_facts, known_packages
 from condapipe.plan.smoke_check import checked_families
 
 FAMILIES = sorted(known_packages())

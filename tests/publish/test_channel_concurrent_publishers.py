@@ -15,7 +15,7 @@ from pathlib import Path
 
 from conda_package_handling import api as cph
 
-from condapipe.publish.channel import publish_packages
+from condapipe.publish.local_channel import publish_packages
 from condapipe.publish.upload_result import Status
 
 PUBLISHERS = 6

@@ -17,9 +17,10 @@ import zstandard
 from fake_anaconda import make_package
 
 from condapipe.hashing import hash_file
+from condapipe.package.channel_index import index_channel
 from condapipe.package.io import read_index
-from condapipe.publish.channel import index_channel, publish_packages
-from condapipe.publish.repodata import Known, record
+from condapipe.package.repodata import Known, record
+from condapipe.publish.local_channel import publish_packages
 
 
 def _records(channel: Path, subdir: str) -> dict[str, dict]:

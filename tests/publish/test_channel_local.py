@@ -13,8 +13,8 @@ import rattler
 from fake_anaconda import make_package
 from fake_anaconda.harness import isolated_env, run_cli, sha256
 
+from condapipe.package.channel_index import index_channel
 from condapipe.package.io import read_package_info
-from condapipe.publish.channel import index_channel
 
 
 @pytest.fixture
@@ -288,7 +288,7 @@ def test_two_publishers_at_once_both_end_up_in_the_repodata(tmp_path):
 
 
 def test_publish_packages_takes_paths_and_reports_each_file(out, tmp_path):
-    from condapipe.publish.channel import publish_packages
+    from condapipe.publish.local_channel import publish_packages
 
     outcomes, index = publish_packages(tmp_path / "ch", sorted(out.iterdir()))
     assert [o.status.value for o in outcomes] == ["uploaded"] * 3

@@ -1,7 +1,7 @@
 """The fake anaconda.org is faithful: the real `anaconda upload` CLI (anaconda-client 1.16) works with it.
 
 If the real client can upload, detect conflicts, skip, force and fail against the fake server
-exactly as shared/reference/anaconda-upload-protocol.md records for anaconda.org, then the
+exactly as docs/reference/anaconda-upload-protocol.md records for anaconda.org, then the
 condapipe upload tests against that server mean something.
 """
 

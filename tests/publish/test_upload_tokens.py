@@ -42,6 +42,26 @@ def test_precedence_token_file_then_binstar_then_anaconda_env(tmp_path):
     assert resolve_token(SITE, None, {"ANACONDA_API_TOKEN": "anaconda-token"}).source == "$ANACONDA_API_TOKEN"
 
 
+def test_the_environments_token_is_in_no_output_of_config_show(tmp_path, monkeypatch):
+    """The settings keep the environment (the upload command reads the token there); `config show`
+    prints the settings, never the environment they carry."""
+    from click.testing import CliRunner
+
+    from condapipe.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    secret = "tok-" + "5e0c2b9d7a41f386"
+    env = {"ANACONDA_API_TOKEN": secret, "BINSTAR_API_TOKEN": secret}
+    for args in (
+        ["config", "show", "cuda-smoke"],
+        ["config", "show", "cuda-smoke", "--json"],
+        ["--debug", "config", "show", "magma"],
+    ):
+        result = CliRunner().invoke(main, args, env=env)
+        assert result.exit_code == 0, result.output
+        assert secret not in result.output
+
+
 @pytest.mark.parametrize("mode", [0o644, 0o640, 0o604])
 def test_a_token_file_others_can_read_is_refused_with_the_fix(tmp_path, mode):
     tok_file = tmp_path / "tok"

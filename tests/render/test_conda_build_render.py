@@ -24,8 +24,8 @@ from conda_stubs import StubRecord, make_stub_channel, write_stub
 from conftest import HOW_TO_GET_CONDA_BUILD, conda_build_venv
 from render_helpers import run_cli
 
-from condapipe.buildspec import tables
-from condapipe.publish.channel import index_channel
+from condapipe.facts import tables
+from condapipe.package.channel_index import index_channel
 
 pytestmark = pytest.mark.slow
 

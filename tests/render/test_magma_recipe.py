@@ -111,9 +111,9 @@ def test_package_test_fails_a_shared_or_sparse_magma(tmp_path: Path, extra: str)
 def test_render_magma_numbers_the_package_as_the_pytorch_plan_expects_it(cuda: str, tmp_path: Path) -> None:
     """One source: the CUDA table's magma build number (magma-cuda118 2.6.1 is build 1). `render
     magma` and the pytorch plan's magma prerequisite both take it from build_spec."""
-    from condapipe.buildspec import tables
+    from condapipe.buildspec.family_specs import prerequisite_spec
     from condapipe.buildspec.settings import spec_from_flags
-    from condapipe.plan.build_plan import prerequisite_spec
+    from condapipe.facts import tables
 
     rendered = spec_from_flags("magma", {"cuda": [cuda]})
     pytorch = spec_from_flags(

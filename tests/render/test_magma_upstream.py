@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from e2e_helpers import build_json, condapipe, install
 
-from condapipe.buildspec.arch import parse_arch_list
 from condapipe.elf.archive import read_archive_fatbins
+from condapipe.facts.arch import parse_arch_list
 
 pytestmark = pytest.mark.upstream
 

@@ -170,9 +170,14 @@ def test_cli_check_human_output_shows_the_rejected_hunk(tmp_path, catalog):
         (["list", "--for", "pytorch==1.x"], "invalid version '1.x'"),
         (["list", "--for", "tensorflow==2.0"], "no patches are catalogued for 'tensorflow'"),
         (["list", "--catalog", "{src}/missing.yaml"], "cannot read patch catalog"),
-        (["list", "pytorch", "--cuda", "garbage"], "'garbage': expected a version like 12.4"),
-        (["list", "--cuda", "12.x"], "invalid CUDA version '12.x'"),
-        (["list", "pytorch", "--version", "2.6.0", "--cuda", "cu"], "invalid CUDA version 'cu'"),
+        # --cuda is read by the settings cascade, as in every command
+        (["list", "pytorch", "--cuda", "garbage"], "--cuda 'garbage': write the CUDA version as X.Y"),
+        (["list", "--cuda", "12.x"], "--cuda '12.x': write the CUDA version as X.Y"),
+        (
+            ["list", "pytorch", "--version", "2.6.0", "--cuda", "cu"],
+            "--cuda 'cu': write the CUDA version as X.Y",
+        ),
+        (["list", "pytorch", "--version", "2.6.0", "--cuda", "12.7"], "unknown CUDA version '12.7'"),
     ],
 )
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
@@ -216,3 +221,16 @@ def test_cli_list_without_for_shows_the_whole_catalog():
     res = run("list", "--json")
     assert res.exit_code == 0
     assert len(json.loads(res.stdout)["entries"]) == len(load_catalog().entries)
+
+
+def test_cli_list_reads_the_build_from_the_config_file_as_build_does(tmp_path, monkeypatch):
+    # the settings cascade: condapipe.toml names the build, a flag still wins over it
+    (tmp_path / "condapipe.toml").write_text('package = "pytorch"\nversion = "1.13.1"\ncuda = "11.8"\n')
+    monkeypatch.chdir(tmp_path)
+    res = run("list", "--json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert (data["for"], data["cuda"], data["platform"]) == ("pytorch==1.13.1", "11.8", "linux-64")
+    assert "pytorch-cpp-extension-cuda-11.8" in [e["id"] for e in data["entries"]]
+    cpu = json.loads(run("list", "--cuda", "cpu", "--json").stdout)
+    assert cpu["cuda"] == "cpu" and "pytorch-cpp-extension-cuda-11.8" not in [e["id"] for e in cpu["entries"]]

@@ -79,11 +79,12 @@ CUDA13_BACKPORTS_2_6 = [
     "pytorch-cuda13-cccl3-cub-iterators-2.6",
     "pytorch-cuda13-cufft-removed-status-codes-2.6",
     "pytorch-cuda13-cudnn-frontend-graph-edge-data-2.6",
+    "pytorch-cuda13-tensorpipe-compute-mode-2.6",
 ]
 
 
 @pytest.mark.parametrize("platform", ["linux-64", "linux-aarch64"])
-def test_pytorch_2_6_on_cuda_13_gets_the_cccl3_cufft_and_cudnn_frontend_backports_in_order(platform):
+def test_pytorch_2_6_on_cuda_13_gets_its_five_backports_in_order(platform):
     patches = [e.id for e in applicable("pytorch", "2.6.0", "13.0", platform) if e.kind == "patch"]
     assert patches == CUDA13_BACKPORTS_2_6
     # configure first: FindCUB must find include/cccl before any source file matters
@@ -114,6 +115,9 @@ def test_cuda13_backports_name_the_upstream_change_and_what_they_touch():
     cub = SHIPPED.get("pytorch-cuda13-cccl3-cub-iterators-2.6")
     assert "pytorch/pytorch#153373" in cub.upstream
     assert "aten/src/ATen/cuda/cub.cuh" in cub.target_files
+    tensorpipe = SHIPPED.get("pytorch-cuda13-tensorpipe-compute-mode-2.6")
+    assert "pytorch/tensorpipe#464" in tensorpipe.upstream
+    assert "third_party/tensorpipe/tensorpipe/channel/cuda_ipc/context_impl.cc" in tensorpipe.target_files
 
 
 def test_cmake4_setting_stops_where_pytorch_fixed_its_submodules():

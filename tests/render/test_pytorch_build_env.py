@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from render_helpers import run_cli
 
-from condapipe.buildspec import tables
+from condapipe.facts import tables
 
 EXPORT = re.compile(r"^\s*export ([A-Za-z_][A-Za-z0-9_]*)\b", re.MULTILINE)
 

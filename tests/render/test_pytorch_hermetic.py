@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from render_helpers import load_yaml, run_cli, v0_meta, v1_render, variant_combos
 
-from condapipe.buildspec.families import family_facts
+from condapipe.facts.families import family_facts
 from condapipe.verify.verifier import dependency_libs
 
 # What the real 2.6.0 CPU build linked from outside the package (readelf on the device build): the

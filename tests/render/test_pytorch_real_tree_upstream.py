@@ -67,7 +67,7 @@ from typing import Any
 import pytest
 from render_helpers import compiler_launchers, load_yaml, run_cli, v0_meta, variant_combos
 
-from condapipe.buildspec.families import family_facts
+from condapipe.facts.families import family_facts
 
 pytestmark = [pytest.mark.upstream, pytest.mark.timeout(4 * 3600)]
 

@@ -31,7 +31,7 @@ import pytest
 from packaging.version import Version
 from render_helpers import load_yaml, run_cli, variant_combos
 
-from condapipe.buildspec import tables
+from condapipe.facts import tables
 
 pytestmark = [
     pytest.mark.upstream,

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from render_helpers import compiler_launchers, load_yaml, run_cli, variant_combos
 
-from condapipe.buildspec.compile_jobs import compile_job_gib
+from condapipe.facts.compile_jobs import compile_job_gib
 from condapipe.render.families._common import render_template
 
 RECORDER = """\

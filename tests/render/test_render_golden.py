@@ -1,6 +1,6 @@
 """Golden recipes: `condapipe render` output for reviewed specs, compared byte for byte.
 
-Each case under tests/render/golden/<case>/ was read against ../shared/reference/pytorch-builder.md
+Each case under tests/render/golden/<case>/ was read against docs/reference/pytorch-builder.md
 (build strings, per-era requirements, run constraints, magma naming and gencode lists). A change
 to rendering shows up here as a diff to review; regenerate with
 CONDAPIPE_UPDATE_GOLDEN=1 and read the diff before committing it.

@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 from elfkit import LIB_SRC, NVCC, USER_SRC, gcc_shared, make_package, nvcc_shared, write_metadata
 
-from condapipe.buildspec.arch import parse_arch_list
 from condapipe.cli.main import main
 from condapipe.elf.fatbin import read_fatbin
+from condapipe.facts.arch import parse_arch_list
 from condapipe.verify.verifier import verify_package
 
 BUILD = "/home/ci/conda-bld/demo_1700000000/_h_env_placehold_placehold_placehold_placehold"

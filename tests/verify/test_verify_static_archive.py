@@ -17,9 +17,9 @@ from elfkit import KERNEL_SRC, NVCC, make_package, write_metadata
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from condapipe.buildspec.arch import parse_arch_list
 from condapipe.cli.main import main
 from condapipe.elf.archive import AR_MAGIC, ArchiveError, iter_members, read_archive_fatbins
+from condapipe.facts.arch import parse_arch_list
 from condapipe.verify.verifier import verify_package
 
 pytestmark = pytest.mark.skipif(not Path(NVCC).exists() or not shutil.which("ar"), reason="needs nvcc and ar")

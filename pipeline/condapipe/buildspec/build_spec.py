@@ -6,7 +6,7 @@ else from the user, so all validation of user input happens while building one.
 `build_spec(package, settings)` turns already-merged settings (config file overridden by CLI
 flags, see condapipe.buildspec.settings) into a BuildSpec, using the data tables for defaults.
 What each package family requires is data too (its profile, recipes/<family>/family.yaml, read
-by condapipe.buildspec.families, the one family registry); every CUDA fact of a variant is decided in
+by condapipe.facts.families, the one family registry); every CUDA fact of a variant is decided in
 condapipe.buildspec.variant, so nothing downstream reads the CUDA table.
 
 magma and several CUDAs: one recipe has one version, so when the CUDAs map to different
@@ -24,12 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
-from condapipe.buildspec import pairs, tables
-from condapipe.buildspec.families import FamilyRules, family_rules, known_packages
+from condapipe.buildspec import pairs
 from condapipe.buildspec.variant import CudaVariant, link_overflow_warning, resolve_variant
 from condapipe.errors import UsageError
+from condapipe.facts import tables
+from condapipe.facts.families import FamilyRules, family_rules, known_packages
 from condapipe.hashing import hash_file
 
 CPU = "cpu"
@@ -87,7 +88,7 @@ class BuildSpec:
     # Things the user should know but that do not stop the build (CLI prints them).
     warnings: tuple[str, ...] = field(default_factory=tuple, compare=False)
     # --jetson BOARD: the build targets that board with the CUDA/cuDNN of its JetPack
-    # (condapipe.buildspec.jetson, data/jetson.yaml); None for every other build.
+    # (condapipe.facts.jetson, data/jetson.yaml); None for every other build.
     jetson: str | None = None
     # The exact builds of other families this package is built against, (family, build): a build
     # number of that family's own build string (torchvision built in one plan with its pytorch), or
@@ -164,14 +165,13 @@ def _build_number(value: Any) -> int:
     return int(text)
 
 
-def _default_build_number(value: Any, rules: FamilyRules, version: str, variants: list[CudaVariant]) -> int:
-    """--build-number, else the CUDA table's for the package it names (magma-cuda118 2.6.1 is build
-    1, the build pytorch's upstream builds linked), else 0. The one place a build number defaults:
-    `render magma`, `build magma` and the pytorch plan's magma prerequisite all get it here."""
-    if value is not None or rules.version != "magma":
+def _default_build_number(value: Any, rules: FamilyRules, version: str, cudas: list[str]) -> int:
+    """--build-number, else the family's versioning's (the CUDA table's for the package it names,
+    else 0). The one place a build number defaults: `render magma`, `build magma` and the pytorch
+    plan's magma prerequisite all get it here."""
+    if value is not None:
         return _build_number(value)
-    tabled = {v.magma.build_number for v in variants if v.magma is not None and v.magma.version == version}
-    return tabled.pop() if len(tabled) == 1 else 0
+    return rules.version.default_build_number(version, cudas)
 
 
 MAX_BUILD_NUMBER = 2**31 - 1  # conda stores build numbers as 32-bit integers
@@ -179,8 +179,26 @@ _CUDA_FORM = re.compile(r"^(?:cpu|\d{1,2}\.\d{1,2})$", re.IGNORECASE)
 _PYTHON_FORM = re.compile(r"^3\.\d{1,2}$")
 
 
+def cuda_axis(value: Any) -> list[str]:
+    """--cuda as given (repeated, "12.4,12.6" or "12.4 12.6", the config file's list) -> the CUDA
+    versions, each written X.Y (or cpu), known to the CUDA table, each once, in the order given.
+
+    The one place the axis is read: the settings cascade (condapipe.buildspec.settings) calls it,
+    and defaults, Jetson profiles and build_spec take its result as it is."""
+    items = [value] if isinstance(value, str) else list(value or ())
+    if any(isinstance(v, str) and not v.strip() for v in items):
+        raise UsageError("--cuda: an empty value is not valid")
+    out: list[str] = []
+    for item in _as_list(items):
+        if not _CUDA_FORM.match(item):
+            raise UsageError(f"--cuda {item!r}: write the CUDA version as X.Y (e.g. 12.4) or cpu")
+        out.append(tables.normalize_cuda(item))
+    return _unique(out)
+
+
 def check_forms(settings: dict[str, Any]) -> None:
-    """Values are written one way: X.Y for CUDA and Python (not cu124, py3.10 or 3.10.1), none empty.
+    """Values are written one way: X.Y for Python (not py3.10 or 3.10.1), none empty; CUDA's form is
+    cuda_axis's, in the settings cascade.
 
     A near miss that was silently rewritten would be a build of something the user did not type.
     """
@@ -188,9 +206,6 @@ def check_forms(settings: dict[str, Any]) -> None:
         items = value if isinstance(value, list) else [value]
         if key not in ("env", "arch") and any(isinstance(v, str) and not v.strip() for v in items):
             raise UsageError(f"--{key.replace('_', '-')}: an empty value is not valid")
-    for item in _as_list(settings.get("cuda")):
-        if not _CUDA_FORM.match(item):
-            raise UsageError(f"--cuda {item!r}: write the CUDA version as X.Y (e.g. 12.4) or cpu")
     for item in _as_list(settings.get("python")):
         if re.match(r"^[0-24-9]\.\d{1,2}$", item):  # X.Y already: the advice to write X.Y cannot help
             raise UsageError(
@@ -265,23 +280,28 @@ def build_spec(
     """Validate merged settings (keys of config_file.SPEC_KEYS) for ``package`` into a BuildSpec.
 
     ``from_cli`` names the keys the user typed as flags: a flag that does not apply to the
-    family is an error, while the same key from a shared config file is ignored.
+    family is an error, while the same key from a shared config file is ignored. ``settings["cuda"]``
+    is the CUDA axis as the settings cascade resolved it (cuda_axis: X.Y or cpu, each once), taken
+    as it is.
     """
     rules = family_rules(package)
     check_forms(settings)
     warnings: list[str] = []
     jetson = None
     if settings.get("jetson"):
-        from condapipe.buildspec import jetson as jetson_profiles
+        from condapipe.facts import jetson as jetson_profiles
 
         if package in jetson_profiles.families() or "jetson" in from_cli:
             settings, profile = jetson_profiles.apply_profile(
-                package, settings, pytorch_versioned=rules.version == "pytorch"
+                package, settings, pytorch_versioned=rules.version.torch_release
             )
             jetson = profile.board
 
-    # --- CUDA axis
-    cudas = _unique([tables.normalize_cuda(c) for c in _as_list(settings.get("cuda"))])
+    # --- CUDA axis (read once, by the settings cascade: cuda_axis)
+    axis = settings.get("cuda")
+    if isinstance(axis, str):  # a caller's mistake, not the user's: text is cuda_axis's to read
+        raise TypeError("build_spec takes the CUDA axis as cuda_axis resolved it (a sequence), not text")
+    cudas = list(axis or ())
     if not cudas:
         if rules.cuda == "required":
             hint = "X.Y or cpu" if rules.cpu_allowed else "X.Y"
@@ -294,13 +314,13 @@ def build_spec(
         raise UsageError(f"{package} is a CUDA package: --cuda cpu is not valid for it")
 
     # --- version (and, for torch-versioned families, the PyTorch release whose series rules apply)
-    version, torch = _version(package, rules, settings, cudas, warnings)
-    torch_version = tables.torchvision_info(version).torch if rules.version == "torchvision" else version
+    given = settings.get("version")
+    given = str(given).strip() if given is not None else None
+    version, torch = rules.version.resolve(package, given, cudas, warnings)
+    torch_version = rules.version.torch_of(version)
 
     # --- Pythons
-    what = package if torch is None else f"{package} {torch.series}"
-    if rules.version == "torchvision":
-        what = f"{package} {version} (built against pytorch {torch_version})"
+    what = rules.version.describe(package, version, torch)
     pythons = _pythons(what, package, rules, settings, torch, from_cli)
 
     # --- platform, BLAS
@@ -342,17 +362,12 @@ def build_spec(
         variants.append(variant)
         warnings.extend(notes)
 
-    magma = variants[0].magma if rules.version == "magma" else None
+    magma = rules.version.table_package(cudas[0])
     source = _source(settings, rules, version, magma)
-    if (
-        rules.version == "magma"
-        and source.kind == "url"
-        and source.sha256 is None
-        and not settings.get("source")
-    ):
+    if magma is not None and source.kind == "url" and source.sha256 is None and not settings.get("source"):
         warnings.append(f"magma {version}: no sha256 known for {source.url}; the download is not verified")
     # The series' required env is PyTorch's own build's (a torchvision build takes its ABI from torch).
-    extra_env = _env(settings, torch.extra_env if torch and rules.version == "pytorch" else ())
+    extra_env = _env(settings, torch.extra_env if torch and rules.version.torch_release else ())
     if torch is not None:
         for cuda in cudas:  # a pair nothing shows compiling is refused before anything is written
             verdict = pairs.pair_verdict(torch_version, cuda)
@@ -363,7 +378,7 @@ def build_spec(
     return BuildSpec(
         package=package,
         version=version,
-        build_number=_default_build_number(settings.get("build_number"), rules, version, variants),
+        build_number=_default_build_number(settings.get("build_number"), rules, version, cudas),
         pythons=tuple(pythons),
         cuda_variants=tuple(variants),
         platform=platform,
@@ -373,64 +388,6 @@ def build_spec(
         warnings=tuple(warnings),
         jetson=jetson,
     )
-
-
-def _version(
-    package: str, rules: FamilyRules, settings: dict[str, Any], cudas: list[str], warnings: list[str]
-) -> tuple[str, tables.PytorchInfo | None]:
-    given = settings.get("version")
-    given = str(given).strip() if given is not None else None
-    if rules.version == "pytorch":
-        if not given:
-            raise UsageError(f"{package} needs --version; valid: {' '.join(tables.pytorch_versions())}")
-        return given, tables.pytorch_info(given)
-    if rules.version == "torchvision":
-        # A torchvision release is built against exactly one PyTorch release (torchvision.yaml):
-        # that release's series decides the Pythons, cuDNN and arch defaults, as for pytorch.
-        if not given:
-            raise UsageError(f"{package} needs --version; valid: {' '.join(tables.torchvision_versions())}")
-        return given, tables.pytorch_info(tables.torchvision_info(given).torch)
-    if rules.version == "magma":
-        per_cuda = {c: tables.cuda_info(c).magma.version for c in cudas}
-        distinct = sorted(set(per_cuda.values()), key=Version)
-        if given:
-            _check_version_text(given)
-            differ = [c for c, v in per_cuda.items() if v != given]
-            if differ:
-                warnings.append(
-                    f"magma {given} requested; the table has another magma version for CUDA "
-                    f"{' '.join(differ)} ({' '.join(per_cuda[c] for c in differ)})"
-                )
-            return given, None
-        if len(distinct) > 1:
-            groups = "; ".join(f"{v} for {' '.join(c for c in cudas if per_cuda[c] == v)}" for v in distinct)
-            raise UsageError(
-                f"these CUDAs use different magma versions ({groups}): render them separately "
-                "or pass --version"
-            )
-        return distinct[0], None
-    if rules.version == "required":
-        if not given:
-            raise UsageError(f"{package} needs --version")
-        _check_version_text(given)
-        return given, None
-    if given:
-        _check_version_text(given)
-    return given or rules.version, None
-
-
-MAX_VERSION_LENGTH = 64  # a conda file name is at most 211 characters (CEP 26); real versions are short
-
-
-def _check_version_text(text: str) -> None:
-    if len(text) > MAX_VERSION_LENGTH:
-        raise UsageError(
-            f"invalid version ({len(text)} characters, at most {MAX_VERSION_LENGTH}); write it like 1.2.3"
-        )
-    try:
-        Version(text)
-    except (InvalidVersion, ValueError):  # ValueError: a number part too long for int()
-        raise UsageError(f"invalid version {text!r}; write it like 1.2.3") from None
 
 
 def _pythons(

@@ -10,7 +10,6 @@ environment: a URL with a password on the command line or in the config file is 
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from collections.abc import Mapping
@@ -39,10 +38,9 @@ def _data() -> dict[str, Any]:
     return YAML(typ="safe").load(text)
 
 
-def _not_home_or_root(path: Path) -> None:
+def _not_home_or_root(path: Path, home: str | None) -> None:
     """ccache fills its folder with its own tree and trims it to its size: never $HOME or `/`."""
     resolved = path.resolve()
-    home = os.environ.get("HOME")
     if resolved == Path("/") or (home and resolved == Path(home).resolve()):
         raise UsageError(
             "--compile-cache: refusing to use the home folder or / as the compile cache "
@@ -86,7 +84,7 @@ def resolve_compile_cache(
             path = (base or Path.cwd()) / path
         if path.exists() and not path.is_dir():
             raise UsageError(f"--compile-cache {_shown(value)}: not a directory")
-        _not_home_or_root(path)
+        _not_home_or_root(path, environ.get("HOME"))
         resolved = str(path.resolve())
         return CompileCache("directory", resolved, ((COMPILE_CACHE_ENV, resolved),))
     scheme = text.split("://", 1)[0].lower()

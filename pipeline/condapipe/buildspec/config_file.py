@@ -17,7 +17,7 @@ Layout (all keys optional)::
     platform = "linux-64"
     blas = "mkl"
     source = "../pytorch"          # relative to the config file
-    jetson = "orin"                # NVIDIA Jetson board profile (condapipe.buildspec.jetson)
+    jetson = "orin"                # NVIDIA Jetson board profile (condapipe.facts.jetson)
     compile_cache = "redis://cache.example:6379"  # or a directory, or s3://BUCKET/PREFIX
     channels = ["conda-forge", "./deps"]  # dependency channels (replace the default; -c wins)
     [env]                          # extra build environment
@@ -111,7 +111,7 @@ def _check_spec_table(table: dict[str, Any], where: str) -> None:
             raise UsageError(f"{where}: {key} must be {desc}")
         if isinstance(value, list) and not all(isinstance(v, str) for v in value):
             raise UsageError(f"{where}: {key} must be {desc}")
-        if key == "env" and not all(isinstance(v, (str, int, float)) for v in value.values()):
+        if isinstance(value, dict) and not all(isinstance(v, (str, int, float)) for v in value.values()):
             raise UsageError(f"{where}: env values must be strings or numbers")
 
 
@@ -155,7 +155,7 @@ def load_config(path: Path | None = None, *, start: Path | None = None) -> dict[
             raise UsageError(f"{where}: upload.{key} has an unsupported type")
         if key in ("site_url", "channel") and (not isinstance(value, str) or not value.strip()):
             raise UsageError(f"{where}: upload.{key} must be a non-empty string")
-        if key == "site_url":  # a secret in it is refused before anything could repeat it
+        if key == "site_url" and isinstance(value, str):  # a secret in it is refused before use
             what = f"{where}: upload.site_url"
             parts = parse_url(value.strip(), what)
             refuse_url_credentials(parts, what, "give the token in $ANACONDA_API_TOKEN or --token-file")

@@ -27,10 +27,11 @@ from typing import Any
 
 from packaging.version import Version
 
-from condapipe.buildspec import pairs, tables
+from condapipe.buildspec import pairs
 from condapipe.buildspec.build_spec import normalize_python
-from condapipe.buildspec.families import family_rules
 from condapipe.errors import UsageError
+from condapipe.facts import tables
+from condapipe.facts.families import family_rules
 
 CPU = tables.CPU
 
@@ -90,19 +91,19 @@ def fill_defaults(
         return settings, ()  # the board's JetPack decides CUDA, version and Python
     out = dict(settings)
     choices: list[Choice] = []
-    if rules.cuda == "required" and not _as_list(out.get("cuda")):
+    if rules.cuda == "required" and not out.get("cuda"):
         cuda, reason = _infer_cuda(
             package, toolkits(), command or f"condapipe build {package}", rules.cpu_allowed
         )
         out["cuda"] = [cuda]
         choices.append(Choice("cuda", cuda, reason))
-    if rules.version == "torchvision":
+    if rules.version.built_against_torch:
         if not out.get("version"):
             choices.append(_choose_torchvision(out))
         return _torchvision_python(out, choices, python)
-    if rules.version != "pytorch":
+    if not rules.version.torch_release:
         return out, tuple(choices)
-    cudas = _cudas(out.get("cuda"))
+    cudas = list(out.get("cuda") or ())  # resolved by the settings cascade (build_spec.cuda_axis)
     given_pythons = _pythons(out.get("python")) if rules.python != "none" else []
     if not out.get("version"):
         paired = _paired_torches() if "torchvision" in companions else None
@@ -129,7 +130,7 @@ def _choose_torchvision(out: dict[str, Any]) -> Choice:
     """A torchvision build without --version: the release paired with the PyTorch release
     `build pytorch` would choose for these CUDAs and Pythons among the paired ones (sets `out`)."""
     paired = _paired_torches()
-    torch, reason = _choose_pytorch(_cudas(out.get("cuda")), _pythons(out.get("python")), paired)
+    torch, reason = _choose_pytorch(list(out.get("cuda") or ()), _pythons(out.get("python")), paired)
     version = tables.torchvision_for_torch(torch).version
     out["version"] = version
     return Choice(
@@ -210,17 +211,6 @@ def _as_list(value: Any) -> list[str]:
         return []
     items = [value] if isinstance(value, str) else [str(v) for v in value]
     return [v for item in items for v in item.replace(",", " ").split() if v]
-
-
-def _cudas(value: Any) -> list[str]:
-    """The requested CUDAs, normalized; spellings the table does not know are left to build_spec."""
-    out: list[str] = []
-    for item in _as_list(value):
-        try:
-            out.append(tables.normalize_cuda(item))
-        except UsageError:
-            continue
-    return out
 
 
 def _pythons(value: Any) -> list[str]:

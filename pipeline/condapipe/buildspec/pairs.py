@@ -18,7 +18,7 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from condapipe.buildspec import tables
+from condapipe.facts import tables
 
 UPSTREAM = "upstream"  # upstream built the release for the CUDA (or a CPU build)
 EVIDENCE = "evidence"  # not built upstream; compiles as rendered (cited or proven)

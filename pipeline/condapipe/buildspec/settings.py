@@ -9,17 +9,19 @@ validated later by condapipe.buildspec.build_spec, so a mistake is a one-line Us
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from condapipe.buildspec.build_spec import BuildSpec, build_spec, check_forms
+from condapipe.buildspec.build_spec import BuildSpec, build_spec, check_forms, cuda_axis
 from condapipe.buildspec.compile_cache import COMPILE_CACHE_ENV
 from condapipe.buildspec.config_file import load_config, spec_settings
 from condapipe.buildspec.defaults import Choice, FoundToolkit, fill_defaults
 from condapipe.errors import UsageError
+from condapipe.process_settings import PROCESS_ENVIRONMENT, STAGE_ENVIRONMENT, EnvSetting
 from condapipe.value_rules import check_env_entry, parse_url, refuse_url_credentials, without_credentials
 
 # The spec keys a command line can set (flag name with dashes -> this key).
@@ -81,6 +83,47 @@ def flag_settings(flags: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+MAX_TIMEOUT_S = 86_400.0  # a day: longer is a typo (and inf or nan cannot become a timer)
+ENVIRONMENT: tuple[EnvSetting, ...] = (
+    EnvSetting(
+        COMPILE_CACHE_ENV,
+        "user_compile_cache",
+        "--compile-cache",
+        "the user's own compile cache (a ccache dir or sccache store), which build.sh uses as it is",
+    ),
+    EnvSetting(
+        "CONDAPIPE_CHANNEL_TIMEOUT",
+        "channel_timeout",
+        "-c/--channel",
+        "seconds a remote channel may take to answer a probe or an index fetch (default: data/channels.yaml)",
+    ),
+    EnvSetting(
+        "CONDAPIPE_UPLOAD_TIMEOUT",
+        "upload_timeout",
+        "--channel/--owner (upload)",
+        "seconds one anaconda.org request may take (default: the upload library's)",
+    ),
+    *STAGE_ENVIRONMENT,  # read by a stage from Settings.environ (condapipe.process_settings)
+    *PROCESS_ENVIRONMENT,  # what every command of the process shares (condapipe.process_settings)
+)
+
+
+def _seconds(name: str, raw: str | None) -> float | None:
+    """A timeout from the environment: None when unset; a UsageError naming the variable when it is
+    no finite number of seconds above 0 and at most a day."""
+    text = (raw or "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT_S:
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise UsageError(f"{name}={shown!r}: give a number of seconds above 0 and at most {MAX_TIMEOUT_S:g}")
+    return value
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything one command was asked, after the cascade; frozen and passed down."""
@@ -93,6 +136,14 @@ class Settings:
     compile_cache: str | None = None  # --compile-cache, else the config file's compile_cache
     user_compile_cache: str | None = None  # CONDAPIPE_COMPILE_CACHE from the environment
     channels: tuple[str, ...] = ()  # the config file's dependency channels (-c replaces them)
+    channel_timeout: float | None = None  # CONDAPIPE_CHANNEL_TIMEOUT (None: data/channels.yaml's)
+    upload_timeout: float | None = None  # CONDAPIPE_UPLOAD_TIMEOUT (None: the upload library's)
+    # The environment the command was started in, whole: doctor checks it (PATH, CC, MAX_JOBS, its
+    # CONDAPIPE_* overrides), the compile cache and the upload token are read from it, engines pass
+    # it on. It holds secrets (tokens, sccache credentials), so it is never in repr or to_dict.
+    environ: Mapping[str, str] = field(
+        default_factory=lambda: MappingProxyType({}), repr=False, compare=False
+    )
 
     def require_package(self) -> str:
         """The package to work on; a UsageError when neither the command line nor the file names one."""
@@ -108,7 +159,7 @@ class Settings:
         """The same cascade for another package (the config file's [packages.X] applies), with
         `flags` added; the config file is not read again."""
         merged = {**self._flags, **flags}
-        return resolve_settings(package, merged, config=self._config, environ=self._environ)
+        return resolve_settings(package, merged, config=self._config, environ=self.environ)
 
     def package_source(self, package: str) -> str | None:
         """The source the config file's [packages.<package>] table names (a folder, archive or URL),
@@ -143,7 +194,6 @@ class Settings:
     # what the cascade started from, kept so for_package re-resolves without reading the file again
     _flags: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     _config: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
-    _environ: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
 
 def resolve_settings(
@@ -171,6 +221,8 @@ def resolve_settings(
     if "env" in given:
         given["env"] = {**spec.get("env", {}), **given["env"]}
     spec.update(given)
+    if spec.get("cuda") is not None:  # the CUDA axis is read here, once: every stage takes this list
+        spec["cuda"] = cuda_axis(spec["cuda"])
     cache = flags.get("compile_cache") or spec.pop("compile_cache", None)
     spec.pop("compile_cache", None)
     channels = spec.pop("channels", None) or ()
@@ -184,9 +236,11 @@ def resolve_settings(
         compile_cache=str(cache) if cache else None,
         user_compile_cache=environ.get(COMPILE_CACHE_ENV) or None,
         channels=tuple(channels),
+        channel_timeout=_seconds("CONDAPIPE_CHANNEL_TIMEOUT", environ.get("CONDAPIPE_CHANNEL_TIMEOUT")),
+        upload_timeout=_seconds("CONDAPIPE_UPLOAD_TIMEOUT", environ.get("CONDAPIPE_UPLOAD_TIMEOUT")),
+        environ=MappingProxyType(dict(environ)),
         _flags=MappingProxyType(dict(flags)),
         _config=MappingProxyType(dict(config)),
-        _environ=MappingProxyType({k: environ[k] for k in (COMPILE_CACHE_ENV,) if k in environ}),
     )
 
 

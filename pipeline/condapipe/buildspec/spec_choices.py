@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from condapipe.buildspec import tables
-from condapipe.buildspec.arch import ArchList, known_capabilities
 from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.buildspec.defaults import Choice
-from condapipe.buildspec.families import family_rules
 from condapipe.errors import UsageError
+from condapipe.facts import tables
+from condapipe.facts.arch import ArchList, known_capabilities
+from condapipe.facts.families import family_rules
 
 
 def _given(settings: Mapping[str, Any], key: str) -> bool:
@@ -72,7 +72,7 @@ def covered_by_same_major(archs: ArchList) -> str:
 
 def _jetpack_choice(spec: BuildSpec) -> Choice:
     """The board's JetPack the spec builds for, with what it brings (CUDA, cuDNN, Python, pytorch)."""
-    from condapipe.buildspec import jetson
+    from condapipe.facts import jetson
 
     board = str(spec.jetson)
     cuda = spec.cuda_variants[0].cuda

@@ -1,14 +1,12 @@
 """One resolved CUDA variant: every CUDA fact a build needs, decided once.
 
-The CUDA table (cuda.yaml through condapipe.buildspec.tables) is read here and nowhere downstream:
+The CUDA table (cuda.yaml through condapipe.facts.tables) is read here and nowhere downstream:
 render, plan, doctor and verify read the frozen `CudaVariant` (arch list of the family or the
 user's, nvcc flags, magma package, run constraint, max gcc, cuDNN, BUILD_SPLIT_CUDA and static
 cuDNN, the link-overflow warning), so two stages cannot decide the same fact differently.
 
-What a package promises is recorded in the package itself: the recipe's `extra` section (which
-both conda-build and rattler-build copy into info/about.json) carries
-``condapipe: {cuda: "12.8", cuda_archs: "8.0;9.0+PTX"}``; `promise_record` spells it for render
-and `recorded_promise` reads it back for verify.
+What a package promises (the record in info/about.json and the default arch lists) is the facts
+library's (condapipe.facts.promise): verify reads it without loading the settings cascade.
 """
 
 from __future__ import annotations
@@ -16,28 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from condapipe.buildspec import tables
-from condapipe.buildspec.arch import (
-    ArchList,
-    magma_default_archs,
-    parse_arch_list,
-    parse_explicit_arch_list,
-    torch_default_archs,
-)
-from condapipe.buildspec.families import (
-    FamilyRules,
-    default_rules,
-    family_of_package,
-    family_rules,
-    known_packages,
-)
-from condapipe.errors import UsageError
+from condapipe.facts import tables
+from condapipe.facts.arch import ArchList, parse_arch_list
+from condapipe.facts.families import FamilyRules
+from condapipe.facts.promise import default_archs
 
 CPU = "cpu"
-RECORD_SECTION = "condapipe"  # about.json extra.<this>
-RECORD_CUDA = "cuda"
-RECORD_ARCHS = "cuda_archs"
-_NOTHING_PROMISED = ("", "none", CPU)  # recorded values of CPU variants in a mixed matrix
 
 
 @dataclass(frozen=True)
@@ -89,29 +71,6 @@ class CudaVariant:
         }
 
 
-def _default_archs(rules: FamilyRules, cuda: str, package: str) -> ArchList:
-    if rules.arch_default == "magma":
-        return magma_default_archs(cuda)
-    if rules.arch_default == "torch":
-        return torch_default_archs(cuda)
-    raise UsageError(f"{package} needs --arch for CUDA builds")
-
-
-def promised_archs(family: str | None, cuda: str) -> ArchList:
-    """The arch list a package of ``family`` built for ``cuda`` without --arch promises.
-
-    magma's list for magma, pytorch's for pytorch; a package of no known family (``None`` or
-    a name outside the registry) gets the default rules' list.
-    """
-    rules = _rules_for(family)
-    archs = _default_archs(rules, cuda, family or "this package")
-    return archs if rules.ptx else archs.sass_only()
-
-
-def _rules_for(family: str | None) -> FamilyRules:
-    return family_rules(family) if family in known_packages() else default_rules()
-
-
 def link_overflow_warning(archs: ArchList, cuda: str, *, split_available: bool) -> str | None:
     """The warning for an arch list long enough to risk the 2 GB link overflow, or None.
 
@@ -149,7 +108,7 @@ def resolve_variant(
     if arch_text is not None:
         archs = parse_arch_list(str(arch_text), cuda=cuda)
     else:
-        archs = _default_archs(rules, cuda, package)
+        archs = default_archs(rules, cuda, package)
     if not rules.ptx and archs.ptx():
         warnings.append(f"{package} ships SASS only: dropped PTX for {' '.join(sorted(archs.ptx()))}")
         archs = archs.sass_only()
@@ -175,75 +134,3 @@ def resolve_variant(
         host_libraries=info.host_libraries and not system_cudnn,  # a Jetson board's come from JetPack
     )
     return variant, warnings
-
-
-# ------------------------------------------------------------------ the promise in the package
-
-
-def promise_record(cuda: str, archs: str) -> tuple[str, tuple[tuple[str, str], ...]]:
-    """The recipe `extra` entry a package records its promise in (values may be variant refs)."""
-    return RECORD_SECTION, ((RECORD_CUDA, cuda), (RECORD_ARCHS, archs))
-
-
-def recorded_promise(about: dict[str, Any]) -> tuple[str | None, ArchList | None]:
-    """The CUDA and arch list a package's info/about.json records, (None, None) if none.
-
-    A CPU variant of a mixed matrix records "none"; that promises nothing. An arch list that
-    does not parse is a UsageError naming the recorded text.
-    """
-    extra = about.get("extra")
-    record = extra.get(RECORD_SECTION) if isinstance(extra, dict) else None
-    if not isinstance(record, dict):
-        return None, None
-    cuda = str(record.get(RECORD_CUDA) or "").strip() or None
-    text = str(record.get(RECORD_ARCHS) or "").strip()
-    if cuda == CPU or text.lower() in _NOTHING_PROMISED:
-        return cuda, None
-    try:
-        return cuda, parse_explicit_arch_list(text)
-    except UsageError as exc:
-        raise UsageError(f"info/about.json records an unreadable arch list {text!r}: {exc}") from None
-
-
-@dataclass(frozen=True)
-class Promise:
-    """The CUDA archs a package must hold, where that list came from, and what contradicts it."""
-
-    archs: ArchList | None
-    source: str | None = None  # e.g. "recorded in the package", "CUDA 12.8 default of magma"
-    problem: str | None = None  # a defect of the package (unreadable record, another CUDA)
-
-
-def package_promise(name: str, about: dict[str, Any], cuda: str | None = None) -> Promise:
-    """What the conda package ``name`` promises, given its info/about.json and the user's --cuda.
-
-    The package's own record wins; without one, ``cuda`` supplies the default list of the
-    package's family (magma's for magma-cudaXY, pytorch's for pytorch). A record of another CUDA
-    than ``cuda`` is a problem. An unknown ``cuda`` is the user's mistake (UsageError).
-    """
-    wanted = tables.normalize_cuda(cuda) if cuda else None
-    try:
-        recorded_cuda, recorded = recorded_promise(about)
-    except UsageError as exc:
-        return Promise(archs=None, problem=str(exc))
-    if recorded is not None or recorded_cuda is not None:
-        problem = None
-        if wanted is not None and recorded_cuda is not None and _same_cuda(recorded_cuda) != wanted:
-            problem = f"the package records CUDA {recorded_cuda}, not {wanted}"
-        source = f"recorded in the package (CUDA {recorded_cuda})" if recorded is not None else None
-        return Promise(archs=recorded, source=source, problem=problem)
-    if wanted is None or wanted == CPU:
-        return Promise(archs=None)
-    family = family_of_package(name)
-    return Promise(
-        archs=promised_archs(family, wanted),
-        source=f"CUDA {wanted} default ({_rules_for(family).arch_default}'s list)",
-    )
-
-
-def _same_cuda(text: str) -> str:
-    """A recorded CUDA in the table's spelling (an unknown one stays as written)."""
-    try:
-        return tables.normalize_cuda(text)
-    except UsageError:
-        return text

@@ -6,7 +6,6 @@ other front ends run exactly the same sequence.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +34,7 @@ from condapipe.plan import (
     print_summary,
     write_report,
 )
-from condapipe.plan.channels import ChannelSetup
+from condapipe.plan.build_channels import ChannelSetup
 from condapipe.plan.source_probe import raise_source_problems, source_problems
 from condapipe.render.families._common import family_data
 
@@ -77,17 +76,19 @@ def preflight(
     work_dir: Path,
     engine: str,
     env: Mapping[str, str] | None = None,
+    environ: Mapping[str, str],
     output_dir: Path | None = None,
 ) -> Preflight:
     """Doctor for the spec; its build env (MAX_JOBS, ...) and toolkit switch, and the compile cache
-    several Pythons share (condapipe.buildspec.compile_cache decides), for the one PlanOptions."""
-    report = run_doctor(spec, Machine.from_environ(work_dir, output_dir=output_dir), engine=engine)
+    several Pythons share (condapipe.buildspec.compile_cache decides), for the one PlanOptions.
+    `environ` is the command's (Settings.environ): the machine doctor checks, the user's own cache."""
+    report = run_doctor(spec, Machine.from_environ(work_dir, environ, output_dir=output_dir), engine=engine)
     merged = dict(env or {})
     for key, value in report.build_env:
         merged.setdefault(key, value)
     if COMPILE_CACHE_ENV not in merged:
         shared = shared_compile_cache(
-            environ=os.environ,
+            environ=environ,
             pythons=len(spec.pythons),
             work_dir=work_dir,
             recipe_passes_it=_recipe_takes_compile_cache(spec.package),

@@ -92,6 +92,89 @@ def with_option(func: F) -> F:
     )(func)
 
 
+def engine_option(help_text: str, *, default: str | None = "auto") -> Callable[[F], F]:
+    """--engine auto|conda-build|rattler-build: which engine builds (build), would build (doctor) or
+    every job's build gets (plan; default: each job's own auto)."""
+    from condapipe.engines import ENGINE_NAMES
+
+    return click.option(
+        "--engine",
+        type=click.Choice(ENGINE_NAMES),
+        default=default,
+        show_default=default is not None,
+        help=help_text,
+    )
+
+
+def compile_cache_option(help_text: str) -> Callable[[F], F]:
+    """--compile-cache: a local ccache directory or a store sccache shares (config key compile_cache;
+    $CONDAPIPE_COMPILE_CACHE is the user's own cache, which build.sh uses as it is)."""
+    return click.option(
+        "--compile-cache", metavar="DIR|redis://HOST:PORT|s3://BUCKET/PREFIX", default=None, help=help_text
+    )
+
+
+def no_test_option(help_text: str) -> Callable[[F], F]:
+    """--no-test: skip the recipe's tests (build; plan passes it to every job)."""
+    return click.option("--no-test", is_flag=True, help=help_text)
+
+
+def jobs_option(help_text: str) -> Callable[[F], F]:
+    """-j/--jobs N: parallel workers of a command that reads many files (0: all cores)."""
+    return click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, help=help_text)
+
+
+def target_platform_option(help_text: str, *, default: str | None = None) -> Callable[[F], F]:
+    """--platform of a command about one package or build (patches, verify): one conda subdir. (The
+    spec flags have their own --platform/--target-platform, which the settings cascade reads.)"""
+    from condapipe.buildspec.build_spec import PLATFORMS
+
+    return click.option(
+        "--platform",
+        type=click.Choice(PLATFORMS),
+        default=default,
+        show_default=default is not None,
+        help=help_text,
+    )
+
+
+def force_option(help_text: str) -> Callable[[F], F]:
+    """--force: go past what the command otherwise refuses; each command says what (its help)."""
+    return click.option("--force", is_flag=True, help=help_text)
+
+
+def offline_option(help_text: str) -> Callable[[F], F]:
+    """--offline: search local channels only (the output dir, -c directories), no network."""
+    return click.option("--offline", is_flag=True, help=help_text)
+
+
+def build_prefix_option(help_text: str) -> Callable[[F], F]:
+    """--build-prefix PATH (repeatable): a build prefix or work dir a package must not point into."""
+    return click.option("--build-prefix", "build_prefixes", multiple=True, metavar="PATH", help=help_text)
+
+
+def output_option(dest: str, help_text: str) -> Callable[[F], F]:
+    """-o/--output: what the command writes (plan: a workflow file; render: the recipe dir)."""
+    return click.option("-o", "--output", dest, default=None, help=help_text)
+
+
+class LocalChannelPath(click.ParamType):
+    """A local channel folder given as DIR or file:///DIR (anaconda-client's and conda's spelling);
+    '' and / are refused, a remote URL too."""
+
+    name = "DIR|file://DIR"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from condapipe.publish.local_channel import channel_dir_from_target
+
+        return value if isinstance(value, Path) else channel_dir_from_target(str(value))
+
+
+def to_channel_option(help_text: str, *, required: bool = False) -> Callable[[F], F]:
+    """--to DIR|file://DIR: the local channel a command writes packages into (wheels, upload)."""
+    return click.option("--to", "to", type=LocalChannelPath(), required=required, help=help_text)
+
+
 def single_cuda_option(default: str | None, help_text: str) -> Callable[[F], F]:
     """--cuda for commands about one build (patches, verify): one value, not repeatable."""
     return click.option(
@@ -121,17 +204,19 @@ class FolderPath(click.Path):
         return super().convert(value, param, ctx)
 
 
-def output_dir_option(help_text: str) -> Callable[[F], F]:
-    """Add --output-dir (alias --output-folder, conda-build's name; default ./channel)."""
+def output_dir_option(help_text: str, *, channel: bool = True) -> Callable[[F], F]:
+    """Add --output-dir (alias --output-folder, conda-build's name): the local channel (default
+    ./channel); or, `channel=False` (fix: -o/--output-dir), a folder for the command's output,
+    none by default."""
     from condapipe.cli.output import DEFAULT_OUTPUT_DIR
 
+    names = ("--output-dir", "--output-folder") if channel else ("-o", "--output-dir", "--output-folder")
     return click.option(
-        "--output-dir",
-        "--output-folder",
+        *names,
         "output_dir",
         type=FolderPath(path_type=Path, file_okay=False),
-        default=DEFAULT_OUTPUT_DIR,
-        show_default=True,
+        default=DEFAULT_OUTPUT_DIR if channel else None,
+        show_default=channel,
         help=help_text,
     )
 
@@ -191,4 +276,16 @@ def settings_from_flags(
     if compile_cache:
         flags["compile_cache"] = compile_cache
     config = params.get("config")
-    return resolve_settings(package, flags, environ=os.environ, config_path=Path(config) if config else None)
+    return command_settings(package, flags, config_path=Path(config) if config else None)
+
+
+def command_settings(
+    package: str | None, flags: Mapping[str, Any], *, config_path: Path | None = None
+) -> Settings:
+    """resolve_settings with this process's environment, and the command-wide values the settings
+    decide put in place (the channel timeout every probe and solve of this command uses)."""
+    from condapipe.plan.build_channels import use_channel_timeout
+
+    settings = resolve_settings(package, flags, environ=os.environ, config_path=config_path)
+    use_channel_timeout(settings.channel_timeout)
+    return settings

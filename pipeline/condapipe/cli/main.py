@@ -24,6 +24,7 @@ from condapipe.cli.interrupt import MESSAGE as INTERRUPTED_MESSAGE
 from condapipe.cli.long_values import shortened
 from condapipe.cli.os_errors import os_error_line
 from condapipe.errors import CondapipeError
+from condapipe.process_settings import process_settings, use_process_settings
 
 # Command names, each the name of its module under condapipe.cli.commands, in --help order: the
 # order of the work (check the machine, render, build, fix, verify, index, upload), then the rest.
@@ -189,3 +190,5 @@ def main(ctx: click.Context, debug: bool) -> None:
     """Build custom PyTorch and magma-cuda conda packages and publish them to a channel."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
+    # the process's share of the environment, read once here (every command's share: its Settings)
+    use_process_settings(process_settings(os.environ))

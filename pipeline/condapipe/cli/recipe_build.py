@@ -26,7 +26,7 @@ from condapipe.plan import (
     print_summary,
     write_report,
 )
-from condapipe.plan.channels import ChannelSetup
+from condapipe.plan.build_channels import ChannelSetup
 from condapipe.plan.runner import step_dir_for
 from condapipe.plan.steps import engine_compression_level, engine_compression_threads
 
@@ -40,6 +40,7 @@ class RecipeBuild:
     options: PlanOptions
     pythons: tuple[str, ...] = ()
     platform: str | None = None
+    env: tuple[tuple[str, str], ...] = ()  # --env, else the config file's [env] (the settings')
     variant_files: tuple[Path, ...] = ()  # -m files, after the recipe's own variant file
     dry_run: bool = False
     as_json: bool = False
@@ -63,6 +64,7 @@ def build_recipe_dir(request: RecipeBuild) -> PlanResult | None:
         pythons=request.pythons,
         platform=request.platform,
         variant_files=request.variant_files,
+        env=request.env,
     )
     resolution = resolve_before_building(
         plan, request.channels, run_tests=options.run_tests, dry_run=request.dry_run, as_json=request.as_json
@@ -74,13 +76,14 @@ def build_recipe_dir(request: RecipeBuild) -> PlanResult | None:
         engine_options = BuildOptions(
             output_dir=step_dir_for(options.work_dir, build_step) / "out",
             work_dir=options.work_dir,
-            channels=(str(options.output_dir.resolve()), *options.engine_channels()),
+            channels=options.search_channels(),
             override_channels=options.override_channels,
             pythons=request.pythons,
             package_format=options.package_format,
             compression_level=engine_compression_level(options),
             compression_threads=engine_compression_threads(options),
             run_tests=options.run_tests,
+            pack_from_stage=options.pack_from_stage,
             target_platform=request.platform,
             variant_files=request.variant_files,
         )

@@ -13,7 +13,7 @@ from condapipe.cli.output import console, err_console
 
 if TYPE_CHECKING:
     from condapipe.plan import Plan
-    from condapipe.plan.channels import ChannelSetup
+    from condapipe.plan.build_channels import ChannelSetup
     from condapipe.plan.resolve import Resolution
 
 
@@ -30,7 +30,7 @@ def resolve_before_building(
 
     tools: tuple[RecipeFacts, ...] = ()
     if setup.planned_tools:  # a dry run's tool channel, not written: its packages as planned
-        from condapipe.publish.tool_channel import BUILD_STRING
+        from condapipe.inputchannels.tool_channel import BUILD_STRING
 
         tools = tuple(
             RecipeFacts("tool-channel", name, version, BUILD_STRING, "linux-64", (), (), "PyPI wheel")

@@ -40,7 +40,7 @@ def machine_spec(
     package = settings.require_package()
     spec, choices = spec_with_defaults(
         settings,
-        toolkits=lambda: find_toolkits(Machine.from_environ(work_dir)),
+        toolkits=lambda: find_toolkits(Machine.from_environ(work_dir, settings.environ)),
         command=typed_command(package),
         companions=companions,
     )

@@ -13,11 +13,17 @@ import sys
 from pathlib import Path
 
 from condapipe.errors import UsageError
+from condapipe.facts.families import recipes_root
 from condapipe.fix.stage_out import requested_stage
 from condapipe.fix.staged import fix_staged_prefix
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, recipes: str | None = None) -> int:
+    """`recipes`: the family registry folder the plan that wrote the launcher read (None: the
+    installed one)."""
+    if recipes is not None:
+        with recipes_root(Path(recipes)):
+            return main(argv)
     parser = argparse.ArgumentParser(prog="condapipe-staged-fix", description=__doc__.splitlines()[0])
     parser.add_argument("--family", default="default", help="whose rpath rules (default: the registry's)")
     parser.add_argument("--prefix", required=True, type=Path)

@@ -1,7 +1,7 @@
 """doctor: machine checks before a build.
 
-Entry point: `run_doctor(spec, Machine.from_environ(work_dir))` -> DoctorReport (findings, the
-build env they imply, toolkit switches). `machine.py` holds what doctor reads, `checks.py` the
+Entry point: `run_doctor(spec, Machine.from_environ(work_dir, settings.environ))` -> DoctorReport
+(findings, the build env they imply, toolkit switches). `machine.py` holds what doctor reads, `checks.py` the
 checks, `run.py` the runner and `find_toolkits` (the CUDA toolkits --cuda defaults come from).
 """
 

@@ -2,8 +2,8 @@
 
 Each check runs the real tool it asks about (nvcc, gcc, cmake) from the machine's PATH and
 returns findings plus what the build should use because of them (MAX_JOBS, a toolkit root to
-switch to, CMAKE_POLICY_VERSION_MINIMUM). Tables live in data/doctor.yaml; CUDA facts (max gcc)
-come from the spec's resolved variants.
+switch to, CMAKE_POLICY_VERSION_MINIMUM). Machine tables live in data/doctor.yaml, what a family needs in its
+profile's `doctor:` section; CUDA facts (max gcc) come from the spec's resolved variants.
 """
 
 from __future__ import annotations
@@ -24,11 +24,12 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from condapipe.buildspec.build_spec import BuildSpec
-from condapipe.buildspec.compile_jobs import spec_job_gib
 from condapipe.buildspec.defaults import cudas_accepting_gcc
 from condapipe.doctor.costs import disk_need
-from condapipe.doctor.machine import FACTS_MAX_BYTES, Finding, Machine, doctor_data, family_facts
+from condapipe.doctor.machine import FACTS_MAX_BYTES, Finding, Machine, doctor_data, family_needs
 from condapipe.errors import CondapipeError
+from condapipe.facts.compile_jobs import spec_job_gib
+from condapipe.facts.families import profile
 from condapipe.safe_paths import read_head
 
 GIB = 1024**3
@@ -88,11 +89,27 @@ def _vkey(text: str) -> tuple[int, ...]:
 # ---------------------------------------------------------------- nvcc
 
 
+# What each nvcc said, by the binary's identity: planning a build asks for the machine's toolkits
+# (the --cuda default) and doctor checks them, and each nvcc is started once per process. A binary
+# replaced or edited in place (another inode, size or mtime) is asked again.
+_NVCC_SEEN: dict[tuple[str, int, int, int], str | None] = {}
+
+
 def nvcc_version(nvcc: str, machine: Machine) -> str | None:
     """ "13.0" from `nvcc --version` ("Cuda compilation tools, release 13.0, V13.0.88")."""
-    out = _run([nvcc, "--version"], machine)
-    m = re.search(r"release (\d+\.\d+)", out or "")
-    return m.group(1) if m else None
+    try:
+        real = os.path.realpath(nvcc)
+        st = os.stat(real)
+    except OSError:
+        return None
+    key = (real, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _NVCC_SEEN:
+        out = _run([nvcc, "--version"], machine)
+        m = re.search(r"release (\d+\.\d+)", out or "")
+        if out is None:  # a timeout or a failure is not remembered: the next ask tries again
+            return None
+        _NVCC_SEEN[key] = m.group(1) if m else None
+    return _NVCC_SEEN[key]
 
 
 def check_nvcc(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
@@ -321,7 +338,7 @@ def check_ram(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
     memory holds at the family's measured figure per job (parallel nvcc jobs are what runs out of
     memory); no fixed cap, so a big machine is used whole."""
     res = CheckResult()
-    facts = family_facts(spec.package)
+    needs = family_needs(spec.package)
     gib = mem_available_gib(machine.meminfo)
     per_job = _gib_per_job(spec)
     if gib is None:
@@ -333,7 +350,7 @@ def check_ram(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
     max_jobs = max(1, min(machine.cpu_count, by_ram))
     user = machine.env.get("MAX_JOBS")
     data = {"ram_gib": round(gib, 1), "gib_per_job": per_job, "max_jobs": max_jobs}
-    minimum = max(float(facts["min_ram_gib"]), per_job)  # one compile job must fit
+    minimum = max(needs.min_ram_gib, per_job)  # one compile job must fit
     if gib < minimum:
         res.findings.append(
             Finding(
@@ -497,7 +514,7 @@ def check_disk(spec: BuildSpec, machine: Machine, *, variants: int | None = None
     """Free space where the work dir is, against the measured estimate (condapipe.doctor.costs):
     the first variant's build tree, then only what each further variant adds."""
     res = CheckResult()
-    estimate = disk_need(spec, family_facts(spec.package)["disk_gib"])
+    estimate = disk_need(spec, family_needs(spec.package))
     need = estimate.total_gib
     if variants is not None:  # only some variants still need building (a resumed plan)
         need = estimate.first_gib + estimate.extra_gib * max(0, variants - 1) / max(1, estimate.variants - 1)
@@ -591,7 +608,14 @@ def cudnn_wheel(cuda: str, cudnn_major: str) -> str | None:
 
 def check_cudnn(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
     res = CheckResult()
-    if not family_facts(spec.package)["cudnn"]:
+    family = profile(spec.package)
+    if not family.rules.cudnn:
+        return res
+    against = family.facts.get("built_against")
+    if against:  # the cuDNN comes with the build it is built against, a host package
+        res.findings.append(
+            Finding("cudnn", "ok", f"cuDNN: the one of the {against} build {spec.package} is built against")
+        )
         return res
     for variant in spec.cuda_variants:
         if variant.is_cpu or not variant.cudnn:
@@ -661,8 +685,8 @@ def cmake_version(machine: Machine) -> tuple[str | None, str | None]:
     return cmake, (m.group(1) if m else None)
 
 
-def _cmake_min(spec: BuildSpec, table: dict[str, str]) -> str | None:
-    for rng, minimum in table.items():
+def _cmake_min(spec: BuildSpec, table: tuple[tuple[str, str], ...]) -> str | None:
+    for rng, minimum in table:
         try:
             if Version(spec.version) in SpecifierSet(rng):
                 return minimum
@@ -673,8 +697,8 @@ def _cmake_min(spec: BuildSpec, table: dict[str, str]) -> str | None:
 
 def check_cmake(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
     res = CheckResult()
-    facts = family_facts(spec.package)
-    minimum = _cmake_min(spec, facts["cmake_min"] or {})
+    needs = family_needs(spec.package)
+    minimum = _cmake_min(spec, needs.cmake_min)
     cmake, version = cmake_version(machine)
     if minimum is None:
         note = f"cmake {version}" if version else "no cmake"
@@ -695,7 +719,7 @@ def check_cmake(spec: BuildSpec, machine: Machine, **_: object) -> CheckResult:
             )
         )
         return res
-    if _vkey(version)[0] >= 4 and facts["cmake4_policy"]:
+    if _vkey(version)[0] >= 4 and needs.cmake4_policy:
         res.env["CMAKE_POLICY_VERSION_MINIMUM"] = "3.5"
         res.findings.append(
             Finding(

@@ -1,33 +1,40 @@
-"""How much disk a build needs, from the measured figures of data/build_costs.yaml.
+"""How much disk a build needs, from the measured figures its family's profile names.
 
 A flat "40 GiB per variant" blocked a second Python on a 64 GiB disk although the plan builds one
 variant at a time, the engine deletes each build tree once its package is made, and a further
 Python compiles only its bindings (the C++ core comes from the shared compile cache). So the
 first variant pays for a build tree and every further one only for what it adds: its package
-copies and its objects in the cache. Families without measurements (magma, cuda-smoke) keep
-doctor.yaml's per-variant `disk_gib`.
+copies and its objects in the cache. The figures are the family's own (`doctor: build_costs:` in its
+profile: recipes/pytorch/build_costs.yaml, which libtorch names too); families without
+measurements (magma, cuda-smoke) keep their profile's per-variant `disk_gib`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
 
 from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.buildspec.variant import CudaVariant
+from condapipe.errors import UsageError
+from condapipe.facts.families import DoctorNeeds
 
 GIB = 1024.0  # MiB per GiB
-_MEASURED_FAMILY = {"pytorch": "pytorch", "libtorch": "pytorch"}  # the same sources, the same tree
+COST_KEYS = ("configured_tree_mib", "objects", "python_objects", "object_kib", "cu_archs_default", "margin")
 
 
 @cache
-def build_costs() -> dict[str, Any]:
-    text = resources.files("condapipe.data").joinpath("build_costs.yaml").read_text(encoding="utf-8")
-    return YAML(typ="safe").load(text)
+def build_costs(path: Path) -> dict[str, Any]:
+    """The measured figures of one build_costs.yaml; UsageError naming the file when one is missing."""
+    data = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+    missing = [k for k in COST_KEYS if not isinstance(data, dict) or k not in data]
+    if missing:
+        raise UsageError(f"{path}: no {', '.join(missing)} (the measured build costs)")
+    return data
 
 
 @dataclass(frozen=True)
@@ -72,12 +79,12 @@ def _measured(spec: BuildSpec, facts: dict[str, Any]) -> DiskNeed:
     return DiskNeed(first * margin / GIB, extra * margin / GIB, count)
 
 
-def disk_need(spec: BuildSpec, per_variant: dict[str, float]) -> DiskNeed:
-    """Free disk the build of `spec` needs; `per_variant` (doctor.yaml disk_gib: cuda/cpu) for
-    families build_costs.yaml has no measurements of."""
-    measured = _MEASURED_FAMILY.get(spec.package)
-    if measured is not None:
-        return _measured(spec, build_costs()[measured])
+def disk_need(spec: BuildSpec, needs: DoctorNeeds) -> DiskNeed:
+    """Free disk the build of `spec` needs: from the family's measured build costs where it has
+    them, else its per-variant `disk_gib` (cuda/cpu)."""
+    if needs.build_costs is not None:
+        return _measured(spec, build_costs(needs.build_costs))
+    per_variant = needs.disk_gib
     pythons = max(1, len(spec.pythons))
     sizes = [float(per_variant["cpu" if v.is_cpu else "cuda"]) for v in spec.cuda_variants] or [0.0]
     count = len(spec.cuda_variants) * pythons

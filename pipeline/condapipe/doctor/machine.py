@@ -17,16 +17,15 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+from condapipe.facts.families import DoctorNeeds, profile
+from condapipe.process_settings import CUDA_ROOTS_ENV, DRIVER_FILE_ENV, MACHINE_ARCH_ENV, MEMINFO_ENV
 from condapipe.safe_paths import env_file
 
 LEVELS = ("ok", "info", "warn", "block")
 FACTS_MAX_BYTES = 1 << 16  # /proc/meminfo and the driver's version file are a few KiB
 
-# Overrides for faking a machine (tests, or checking a build host's numbers from elsewhere).
-MEMINFO_ENV = "CONDAPIPE_MEMINFO"  # path read instead of /proc/meminfo
-MACHINE_ARCH_ENV = "CONDAPIPE_MACHINE_ARCH"  # machine architecture reported instead of uname -m
-DRIVER_FILE_ENV = "CONDAPIPE_DRIVER_VERSION_FILE"  # instead of /proc/driver/nvidia/version
-CUDA_ROOTS_ENV = "CONDAPIPE_CUDA_ROOTS"  # where cuda-X.Y toolkits live, instead of /usr/local
+# Overrides for faking a machine (tests, or checking a build host's numbers from elsewhere) are
+# declared in condapipe.process_settings.STAGE_ENVIRONMENT and read from the command's environ.
 
 
 @dataclass(frozen=True)
@@ -74,9 +73,10 @@ class Machine:
 
     @classmethod
     def from_environ(
-        cls, work_dir: Path, environ: Mapping[str, str] | None = None, *, output_dir: Path | None = None
+        cls, work_dir: Path, environ: Mapping[str, str], *, output_dir: Path | None = None
     ) -> Machine:
-        env = dict(os.environ if environ is None else environ)
+        """The machine a build in `environ` (the command's Settings.environ) would run on."""
+        env = dict(environ)
         return cls(
             path=env.get("PATH", os.defpath),
             meminfo=env_file(env, MEMINFO_ENV, "/proc/meminfo"),
@@ -101,6 +101,6 @@ def doctor_data() -> dict[str, Any]:
     return YAML(typ="safe").load(text)
 
 
-def family_facts(package: str) -> dict[str, Any]:
-    data = doctor_data()
-    return {**data["default_family"], **data["families"].get(package, {})}
+def family_needs(package: str) -> DoctorNeeds:
+    """What the family's profile says doctor checks a machine against (its `doctor:` section)."""
+    return profile(package).doctor

@@ -12,7 +12,7 @@ fields (the header size says how many). Flag bits: 0x2000 payload compressed wit
 (block format; `-compress-mode=speed` and older toolkits), 0x8000 compressed with zstd
 (CUDA 13 default), 0x100000 arch-specific target (`sm_90a`), 0x200000 family target
 (`sm_100f`). The arch itself is in the header, so listing archs needs no decompression;
-`decompress` is there to check payloads.
+`decompress` and `cubin_problem` / `ptx_problem` check payloads (verify asks them).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import lz4.block
 import zstandard
 
 from condapipe.elf.reader import ElfFile, NotElf
+from condapipe.elf.scan import EM_CUDA
 
 FATBIN_MAGIC = 0xBA55ED50
 FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
@@ -204,3 +205,33 @@ def lz4_block_decompress(src: bytes, size: int) -> bytes:
         return lz4.block.decompress(src, uncompressed_size=size)
     except lz4.block.LZ4BlockError as exc:
         raise FatbinError(f"corrupt LZ4 block ({exc})") from exc
+
+
+def cubin_problem(data: bytes, arch: int) -> str | None:
+    """Why `data` is not a well-formed cubin for `arch` (None when it is)."""
+    if len(data) < 64 or not data.startswith(b"\x7fELF") or data[4] != 2:
+        return "not a 64-bit ELF"
+    machine, flags, shoff, shentsize, shnum = (
+        struct.unpack_from("<H", data, 18)[0],
+        struct.unpack_from("<I", data, 48)[0],
+        struct.unpack_from("<Q", data, 40)[0],
+        struct.unpack_from("<H", data, 58)[0],
+        struct.unpack_from("<H", data, 60)[0],
+    )
+    if machine != EM_CUDA:
+        return f"ELF machine {machine} is not CUDA"
+    if arch not in ((flags >> 8) & 0xFF, flags & 0xFF):  # newer ABI: bits 8-15; older: bits 0-7
+        return f"cubin e_flags {flags:#x} do not say sm_{arch}"
+    if shoff + shentsize * shnum > len(data):
+        return "section headers run past the end"
+    return None
+
+
+def ptx_problem(data: bytes, arch: int) -> str | None:
+    """Why `data` is not PTX text for `arch` (None when it is)."""
+    text = data.rstrip(b"\0")
+    if b"\0" in text:
+        return "PTX text contains NUL bytes"
+    if f".target sm_{arch}".encode() not in text:
+        return f"PTX has no .target sm_{arch}"
+    return None

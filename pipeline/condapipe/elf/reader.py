@@ -226,7 +226,7 @@ class ElfFile:
         for p_type, off, _vaddr, filesz in self.program_headers():
             if p_type == PT_DYNAMIC:
                 start, size = off, filesz
-        if start is None:
+        if start is None or size is None:  # both come from the same header
             sec = self.section(".dynamic")
             if sec is None:
                 self._dyn = []

@@ -29,7 +29,7 @@ class BuildOptions:
 
     Engines only build: they leave the packages in `output_dir/<subdir>/` and never index or
     publish. Every local channel they search (`all_channels()`) must already be indexed; callers
-    prepare them and publish the result with condapipe.publish.channel.
+    prepare them and publish the result with condapipe.publish.local_channel.
     """
 
     output_dir: Path  # the engine's output folder (a staging folder, not the published channel)
@@ -70,8 +70,9 @@ class BuildOptions:
 
     def all_channels(self) -> tuple[str, ...]:
         """Channels in priority order: the output folder first, so fresh local builds win."""
-        own = str(self.output_dir.resolve())
-        return (own, *(c for c in self.channels if c != own))
+        from condapipe.package.channel_order import search_order
+
+        return search_order(self.output_dir, self.channels)
 
 
 @dataclass(frozen=True)

@@ -175,7 +175,8 @@ THREADS_SITE = Path(__file__).with_name("conda_build_site")
 def build_environment(options: BuildOptions) -> dict[str, str]:
     """The environment `conda build` runs in: condapipe's, the build's extra variables and, for a
     `.conda`, the compression threads (conda-build has no option: conda-package-handling reads a
-    module constant, set by THREADS_SITE's sitecustomize from CONDAPIPE_ZSTD_THREADS)."""
+    module constant, set by THREADS_SITE's sitecustomize from CONDAPIPE_ZSTD_THREADS). The engine's
+    process boundary: the one place this stage reads os.environ, to hand it on."""
     env = {**os.environ, **dict(options.env)}
     if options.package_format == "conda" and options.compression_threads:
         env["CONDAPIPE_ZSTD_THREADS"] = str(options.compression_threads)

@@ -81,7 +81,7 @@ class RattlerBuildEngine:
         """The output folder first, then the caller's; nothing implicit (conda-forge) is added.
 
         rattler-build also searches its own scratch output folder on its own. Every local channel
-        must already be indexed (condapipe.publish.channel.ensure_channel): rattler-build skips an
+        must already be indexed (condapipe.publish.local_channel.ensure_channel): rattler-build skips an
         unindexed one while solving, and its test step then fails with a bare "Test failed".
         """
         return list(options.all_channels())
@@ -110,7 +110,6 @@ class RattlerBuildEngine:
             raise UsageError(f"{recipe_dir} has no {V1_RECIPE}; rattler-build builds v1 recipes")
         variants = recipe_variant_file(recipe_dir)
         scratch = self.scratch_dir(options, recipe_dir.resolve().name)
-        env = {**os.environ, **dict(options.env)}
         stage = None
         if options.pack_from_stage:  # the staged fix moves the payload there (condapipe.fix.stage_out)
             from condapipe.package.stage_layout import REQUEST, STAGE_DIR
@@ -155,7 +154,14 @@ class RattlerBuildEngine:
                     write(str(message.get("text", "")), style if isinstance(style, str) else None)
 
             try:
-                ending = engine_process.run(_CHILD, request, env, on_message, write)
+                ending = engine_process.run(
+                    # the process boundary: the child inherits this environment plus the build's
+                    _CHILD,
+                    request,
+                    {**os.environ, **dict(options.env)},
+                    on_message,
+                    write,
+                )
             except KeyboardInterrupt:  # stopped by the user: nothing to debug, the rerun starts afresh
                 shutil.rmtree(scratch, ignore_errors=True)
                 raise

@@ -3,7 +3,7 @@
 conda-build's semantics (keep `$ORIGIN` entries, make in-prefix absolute entries relative,
 drop the rest, append the recipe's extra rpaths) plus per-directory rules per package
 family, e.g. pytorch/builder's `$ORIGIN:$ORIGIN/lib:$ORIGIN/../../..` for `torch/*.so`.
-Each family's rules are the `rpath:` section of its profile (condapipe.buildspec.families); what
+Each family's rules are the `rpath:` section of its profile (condapipe.facts.families); what
 holds for every family lives in data/rpath_rules.yaml.
 """
 
@@ -18,9 +18,9 @@ from importlib import resources
 
 from ruamel.yaml import YAML
 
-from condapipe.buildspec.families import default_rpath, known_packages, profile
 from condapipe.elf.rpath_entries import ORIGIN_PREFIXES, split_rpath
 from condapipe.errors import UsageError
+from condapipe.facts.families import default_rpath, known_packages, profile
 
 
 @dataclass(frozen=True)
@@ -81,12 +81,14 @@ def families() -> tuple[str, ...]:
 
 
 def rules_for(family: str | None) -> RpathRules:
-    """Rules of a package family (its profile's `rpath:`); a package of no family (None, "default",
-    a name outside the registry) gets the registry's default rules."""
-    if family is not None and family in known_packages():
-        table, name = profile(family).rpath, family
-    else:
+    """Rules of a package family (its profile's `rpath:`); a package of no family (None or
+    "default": a recipe dir's package, `condapipe fix` without --family) gets the registry's
+    default rules. A name outside the registry is a UsageError: a misspelt family must not be
+    fixed with another's rules."""
+    if family is None or family == "default":
         table, name = default_rpath(), "default"
+    else:
+        table, name = profile(family).rpath, family
     return RpathRules(
         family=name,
         extra_rpaths=tuple(table.get("extra_rpaths", [])),

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from condapipe.errors import UsageError
 from condapipe.fix.staged import host_files
-from condapipe.package.stage_layout import PAYLOAD, PREFIX_FILE, REQUEST, STAGE_DIR
+from condapipe.package.stage_layout import ENGINE_WORK_DIR, PAYLOAD, PREFIX_FILE, REQUEST, STAGE_DIR
 
 _SEARCH_DEPTH = 4  # how far above the prefix the engine's output folder may be
 
@@ -67,18 +67,15 @@ def move_payload_out(prefix: Path, stage: Path, script_start: int | None = None)
     """Move every new file and symlink of `prefix` under `stage/payload`: how many were moved, and
     the files no host record lists that were left as already there before the script.
     `script_start`: a file whose ctime (epoch ns) is earlier already existed (default:
-    script_written_at($SRC_DIR))."""
+    script_written_at of the engine's work folder beside the prefix, its $SRC_DIR)."""
     if not prefix.is_dir():
         raise UsageError(f"{prefix}: not a directory")
     payload = stage / PAYLOAD
     if payload.exists():
         raise UsageError(f"{payload}: already holds a payload")
     installed = host_files(prefix)
-    if script_start is None:
-        src_dir = os.environ.get("SRC_DIR")
-        if not src_dir:
-            raise UsageError("--stage-out runs from the engine's build script ($SRC_DIR is not set)")
-        script_start = script_written_at(Path(src_dir))
+    if script_start is None:  # the layout, not $SRC_DIR: only the settings and engines read the environment
+        script_start = script_written_at(prefix.resolve().parent / ENGINE_WORK_DIR)
     kept_dirs = {str(Path(rel).parent) for rel in installed} | {"conda-meta"}
     kept_dirs |= {str(p) for rel in list(kept_dirs) for p in Path(rel).parents}
     moved, kept = 0, []
@@ -111,8 +108,8 @@ def move_payload_out(prefix: Path, stage: Path, script_start: int | None = None)
                 shutil.move(Path(dirpath) / name, dest)
             moved += 1
     for dirpath, _dirs, _names in sorted(os.walk(prefix, topdown=False), key=lambda w: -len(w[0])):
-        rel = Path(dirpath).relative_to(prefix)
-        if str(rel) != "." and str(rel) not in kept_dirs and not os.listdir(dirpath):
+        rel_dir = Path(dirpath).relative_to(prefix)
+        if str(rel_dir) != "." and str(rel_dir) not in kept_dirs and not os.listdir(dirpath):
             os.rmdir(dirpath)
     stage.mkdir(parents=True, exist_ok=True)  # a build that added nothing still leaves a stage
     (stage / PREFIX_FILE).write_text(str(prefix), encoding="utf-8")

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from condapipe.errors import UsageError
+from condapipe.facts.families import recipes_override
 from condapipe.fix.fixer import FixOptions, FixReport, fix_one_file
 from condapipe.fix.rpath import rules_for
 
@@ -111,7 +112,9 @@ SHEBANG_MAX = 255
 
 def write_launcher(folder: Path) -> Path | None:
     """An executable that runs the staged fix's command with this interpreter and import path,
-    ignoring the build script's PYTHON* variables (the build's own Python is another one). Written atomically.
+    ignoring the build script's PYTHON* variables (the build's own Python is another one), and with
+    the family registry this process reads (a `recipes_root(...)` folder: the build script's
+    --family is a family of that registry, never one the installed registry lacks). Written atomically.
     None where no `#!` line can start this interpreter (a space in its path, a path too long):
     then the engine relocates and the fix step repacks, as for a recipe directory."""
     interpreter = sys.executable
@@ -120,13 +123,15 @@ def write_launcher(folder: Path) -> Path | None:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "condapipe-staged-fix"
     paths = [p for p in sys.path if p]
+    override = recipes_override()
+    recipes = str(override.resolve()) if override is not None else None
     text = (
         f"#!{interpreter} -I\n"
         "# Written by condapipe for its build scripts: the staged fix (condapipe.cli.staged_fix).\n"
         "import sys\n"
         f"sys.path[:0] = {paths!r}\n"
         "from condapipe.cli.staged_fix import main\n"
-        "sys.exit(main())\n"
+        f"sys.exit(main(recipes={recipes!r}))\n"
     )
     if path.is_file() and path.read_text(encoding="utf-8") == text:
         return path

@@ -125,10 +125,10 @@ def _write_tar_zst(dest: Path, files: Iterable[PackageFile]) -> dict[str, str]:
                 tar.addfile(info)
             elif f.source is not None:
                 info.size = f.size
-                with f.source() as raw:
-                    hashing = _Hashing(raw)
+                with f.source() as src:
+                    hashing = _Hashing(src)
                     tar.addfile(info, io.BufferedReader(hashing, 1 << 20))
-                    if raw.read(1):  # more bytes than the size the file was announced with
+                    if src.read(1):  # more bytes than the size the file was announced with
                         raise OSError(f"{f.path}: longer than its recorded size")
                 digests[f.path] = hashing.sha256.hexdigest()
             else:

@@ -21,7 +21,7 @@ import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import zstandard
 
@@ -443,7 +443,7 @@ Progress = Callable[[int, int], None]  # (bytes just added, total bytes)
 def _add_all(
     tar: tarfile.TarFile, root: Path, members: list[str], progress: Progress | None, total: int
 ) -> None:
-    tar.copybufsize = CHUNK
+    tar.copybufsize = CHUNK  # type: ignore[attr-defined]  # TarFile's copy buffer; typeshed omits it
     for rel in members:
         tar.add(root / rel, arcname=rel, recursive=False, filter=_normalise)
         if progress is not None:
@@ -570,7 +570,8 @@ def _transcode(
     raw: IO[bytes], out: IO[bytes], options: PackOptions, progress: Progress | None, total: int
 ) -> None:
     """One zstd stream decompressed and compressed again at `options`' level (checksums checked)."""
-    counted: IO[bytes] = _Counting(raw, progress, total) if progress else raw
+    # _Counting is a raw binary reader: a file object of bytes to zstandard.
+    counted = cast(IO[bytes], _Counting(raw, progress, total)) if progress else raw
     reader = zstandard.ZstdDecompressor().stream_reader(counted, read_across_frames=True, closefd=False)
     cctx = zstandard.ZstdCompressor(compression_params=options.zstd_parameters())
     with cctx.stream_writer(out, closefd=False) as writer:

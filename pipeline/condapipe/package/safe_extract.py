@@ -9,7 +9,8 @@ conda's own extractor, made stricter where a conda package never needs the freed
 - a symlink's target is relative, may only climb (`../`) at its start, and lands inside the
   destination; a hard link names an earlier regular member of the same package;
 - the expanded size and the member count are bounded (CONDAPIPE_MAX_UNPACK_BYTES /
-  CONDAPIPE_MAX_UNPACK_FILES override the defaults), checked from the headers before writing;
+  CONDAPIPE_MAX_UNPACK_FILES, read once into condapipe.process_settings, override the
+  defaults), checked from the headers before writing;
 - every stream is read to its end, so a truncated or corrupted bzip2 stream (end-of-stream
   marker), zstd frame (frame checks, content checksum) or zip member (CRC) is an error even
   when the tar inside looked complete.
@@ -31,7 +32,7 @@ import stat
 import tarfile
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ from typing import IO, Any
 import zstandard
 
 from condapipe.errors import EnvironmentProblem, UsageError
+from condapipe.process_settings import MAX_BYTES_ENV, MAX_FILES_ENV, MAX_RATIO_ENV, process
 from condapipe.safe_paths import open_regular
 
 try:  # what conda-package-streaming decompresses `.conda` with (Python 3.14+: compression.zstd)
@@ -47,9 +49,6 @@ try:  # what conda-package-streaming decompresses `.conda` with (Python 3.14+: c
 except ImportError:  # pragma: no cover - depends on the Python version
     import backports.zstd as _zstd  # type: ignore[import-not-found,no-redef]
 
-MAX_BYTES_ENV = "CONDAPIPE_MAX_UNPACK_BYTES"
-MAX_FILES_ENV = "CONDAPIPE_MAX_UNPACK_FILES"
-MAX_RATIO_ENV = "CONDAPIPE_MAX_UNPACK_RATIO"
 DEFAULT_MAX_BYTES = 64 << 30
 DEFAULT_MAX_FILES = 1_000_000
 # Expanded bytes per byte of archive. Real packages and source tarballs compress 2-20x (a library
@@ -97,20 +96,22 @@ class Limits:
     max_ratio: int = DEFAULT_MAX_RATIO
 
     @classmethod
-    def from_env(cls, max_bytes: int = DEFAULT_MAX_BYTES, max_files: int = DEFAULT_MAX_FILES) -> Limits:
+    def configured(cls, max_bytes: int = DEFAULT_MAX_BYTES, max_files: int = DEFAULT_MAX_FILES) -> Limits:
+        """These defaults, with what the user set for the process (CONDAPIPE_MAX_UNPACK_*) in their place."""
+        given = process()
         return cls(
-            _env_int(MAX_BYTES_ENV, max_bytes),
-            _env_int(MAX_FILES_ENV, max_files),
-            _env_int(MAX_RATIO_ENV, DEFAULT_MAX_RATIO),
+            given.unpack_max_bytes or max_bytes,
+            given.unpack_max_files or max_files,
+            given.unpack_max_ratio or DEFAULT_MAX_RATIO,
         )
 
     @classmethod
     def for_sources(cls) -> Limits:
-        return cls.from_env(SOURCE_MAX_BYTES, SOURCE_MAX_FILES)
+        return cls.configured(SOURCE_MAX_BYTES, SOURCE_MAX_FILES)
 
     @classmethod
     def for_wheels(cls) -> Limits:
-        return cls.from_env(WHEEL_MAX_BYTES, WHEEL_MAX_FILES)
+        return cls.configured(WHEEL_MAX_BYTES, WHEEL_MAX_FILES)
 
     def expanded_bound(self, archive_size: int) -> int:
         """The most bytes an archive of `archive_size` bytes may expand to."""
@@ -157,19 +158,6 @@ class Budget:
 def _short(text: str, limit: int = 200) -> str:
     """A member name for a message: at most `limit` characters (names can be 100,000 long)."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise UsageError(f"${name} must be a whole number, not {raw!r}") from None
-    if value <= 0:
-        raise UsageError(f"${name} must be positive, not {raw!r}")
-    return value
 
 
 def components(path: Path) -> tuple[str, ...]:
@@ -219,7 +207,7 @@ def _damaged(path: Path, exc: BaseException, what: str = "conda package") -> Uns
 
 def iter_members(
     path: Path, wanted: tuple[str, ...] | None = None, *, drain: bool = True, budget: Budget | None = None
-) -> Iterator[tuple[tarfile.TarFile, tarfile.TarInfo]]:
+) -> Generator[tuple[tarfile.TarFile, tarfile.TarInfo], None, None]:
     """Yield (tar, member) for every member of the package's components (`wanted`: default all).
 
     Names are checked (relative, no `..`) and every member is charged to `budget` (default: the
@@ -228,7 +216,7 @@ def iter_members(
     """
     path = Path(path)
     chosen = wanted or components(path)
-    budget = budget or Budget(path, Limits.from_env())
+    budget = budget or Budget(path, Limits.configured())
     try:
         if path.name.endswith(".conda"):
             with _open_zip(path) as zf:
@@ -294,7 +282,7 @@ class SafeExtractor:
     def __init__(self, path: Path, dest: Path, limits: Limits | None = None) -> None:
         self.path = path
         self.dest = dest
-        self.limits = limits or Limits.from_env()
+        self.limits = limits or Limits.configured()
         self.budget = Budget(path, self.limits)
         self.regular: set[str] = set()
         self._dir_modes: list[tuple[Path, int]] = []
@@ -434,7 +422,7 @@ class _ZipAsTar:
         return self.zf.open(self.infos[id(member)])
 
 
-def source_members(path: Path, budget: Budget) -> Iterator[tuple[Any, tarfile.TarInfo]]:
+def source_members(path: Path, budget: Budget) -> Generator[tuple[Any, tarfile.TarInfo], None, None]:
     """(reader, member) for each member of a source archive (tar, any compression, or zip), in
     order, each charged to `budget` before it is yielded; read as a stream, never seeking back."""
     with open_regular(path) as fh:

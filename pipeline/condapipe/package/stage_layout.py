@@ -12,3 +12,6 @@ STAGE_DIR = "condapipe-stage"
 REQUEST = "requested"
 PAYLOAD = "payload"  # the moved files, at their paths relative to the prefix
 PREFIX_FILE = "prefix"  # the staged prefix's path: what the engine's prefix detection looks for
+# rattler-build's build folder holds the host prefix and, beside it, the work folder ($SRC_DIR)
+# where it writes the build script once the host packages are installed.
+ENGINE_WORK_DIR = "work"

@@ -152,7 +152,7 @@ def _write_payload(
         compressor.stream_writer(out, closefd=False) as zst,
         tarfile.open(fileobj=zst, mode="w|", format=tarfile.PAX_FORMAT) as tar,
     ):
-        tar.copybufsize = CHUNK
+        tar.copybufsize = CHUNK  # type: ignore[attr-defined]  # CPython's; typeshed does not list it
         for rel in members:
             path = payload / rel
             st = path.lstat()

@@ -21,17 +21,18 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from condapipe.buildspec import tables
-from condapipe.buildspec.build_spec import BuildSpec, CudaVariant, Source
-from condapipe.buildspec.families import cuda_table_package, family_facts, family_rules, profile
+from condapipe.buildspec.build_spec import BuildSpec, Source
+from condapipe.buildspec.family_specs import planned_specs
 from condapipe.errors import UsageError
 from condapipe.hashing import hash_file
+from condapipe.package.channel_order import search_order
 from condapipe.plan import steps as act
-from condapipe.plan.channels import ChannelTimeout, gateway, within_deadline
+from condapipe.plan.build_channels import ChannelTimeout, gateway, within_deadline
 from condapipe.plan.code_inputs import code_digest, tree_digest
 from condapipe.plan.jobs import Job, PlanOptions
 from condapipe.plan.runner import Plan, Step
 from condapipe.plan.state import STATE_FILE, StateFile
+from condapipe.render.recipe_dir import family_model
 
 # ---------------------------------------------------------------- fingerprints
 
@@ -73,77 +74,10 @@ def spec_inputs(spec: BuildSpec) -> dict[str, Any]:
     return json.loads(json.dumps(data, default=str))
 
 
-# ---------------------------------------------------------------- prerequisites
-
-
-def prerequisite_spec(family: str, spec: BuildSpec, variant: CudaVariant) -> BuildSpec:
-    """The spec of a prerequisite family for one CUDA variant of `spec`.
-
-    Exactly the spec of a user's `condapipe build FAMILY --cuda X`: build_spec gives a package the
-    CUDA table names the table's build number (magma-cuda118 2.6.1 build 1), for both.
-    """
-    from condapipe.buildspec.build_spec import build_spec
-
-    return build_spec(family, {"cuda": [variant.cuda], "platform": spec.platform})
-
-
-def companion_spec(family: str, spec: BuildSpec, source: str | None = None) -> BuildSpec:
-    """The spec of `family` built against `spec` in the same plan (`--with FAMILY`).
-
-    The companion's profile names the family it is built against (`built_against`); its release is
-    the one that pairs with `spec`'s (torchvision.yaml for torchvision), with the same Pythons,
-    platform and, per CUDA variant, the same arch list and cuDNN, and it pins `spec`'s build number.
-    `source` (the config file's [packages.<family>] source: a folder or release archive) replaces
-    the family's upstream, e.g. on a machine without network.
-    """
-    from condapipe.buildspec.build_spec import build_spec
-
-    against = family_facts(family).get("built_against")
-    if against != spec.package:
-        raise UsageError(
-            f"--with {family}: {family} is built against {against or 'no other family'}, not {spec.package}"
-        )
-    version = spec.version
-    if family_rules(family).version == "torchvision":
-        version = tables.torchvision_for_torch(spec.version).version
-    settings = {
-        "version": version,
-        "python": list(spec.pythons),
-        "cuda": list(spec.cudas),
-        "platform": spec.platform,
-    }
-    if source:
-        settings["source"] = source
-    try:
-        companion = build_spec(family, settings)
-    except UsageError as exc:
-        if not source:
-            raise
-        # the source came from the config file, not from a --source flag: say where
-        raise UsageError(str(exc).replace("--source", f"[packages.{family}] source", 1)) from None
-    variants = tuple(
-        dataclasses.replace(mine, archs=theirs.archs, cudnn=theirs.cudnn)
-        for mine, theirs in zip(companion.cuda_variants, spec.cuda_variants, strict=True)
-    )
-    return dataclasses.replace(
-        companion,
-        cuda_variants=variants,
-        jetson=spec.jetson,
-        against=((spec.package, str(spec.build_number)),),
-        warnings=(),  # the spec's own warnings were printed for it
-    )
-
-
-def prerequisite_package(family: str, variant: CudaVariant) -> str:
-    """The conda package a prerequisite family builds for one CUDA variant."""
-    table = cuda_table_package(family, variant.cuda)
-    return table.package if table else family
-
-
 def _channel_locations(options: PlanOptions) -> list[str]:
     """Channels in use, output first; local ones only when they exist as channels."""
     found = []
-    for chan in (str(options.output_dir), *options.engine_channels()):
+    for chan in options.search_channels():
         if "://" not in chan:
             p = Path(chan)
             if not any(p.glob("*/repodata.json")):
@@ -197,89 +131,23 @@ def find_in_channels(name: str, platform: str, options: PlanOptions) -> tuple[st
 # ---------------------------------------------------------------- jobs → steps
 
 
-def _variant_specs(spec: BuildSpec) -> list[BuildSpec]:
-    """One spec per CUDA × Python variant: each multi-hour build resumes on its own."""
-    out = []
-    for variant in spec.cuda_variants:
-        for py in spec.pythons or (None,):
-            out.append(dataclasses.replace(spec, cuda_variants=(variant,), pythons=(py,) if py else ()))
-    return out
-
-
-def _label(spec: BuildSpec) -> str:
-    """package-version[-pyX.Y]-cudaX.Y|cpu; a package the CUDA table names carries its CUDA in its
-    name (`<package>-<version>`)."""
-    v = spec.cuda_variants[0] if spec.cuda_variants else None
-    table = cuda_table_package(spec.package, v.cuda) if v is not None else None
-    parts = [table.package if table else spec.package, spec.version]
-    if spec.pythons:
-        parts.append(f"py{spec.pythons[0]}")
-    if v is not None and table is None:
-        parts.append("cpu" if v.is_cpu else f"cuda{v.cuda}")
-    return "-".join(p for p in parts if p)
-
-
-def _uses_prerequisite(spec: BuildSpec, family: str) -> bool:
-    """Whether this spec's recipe needs the prerequisite (e.g. not on a platform with no package of it).
-
-    The family's builder module decides through `has_<prerequisite>(spec)` when it defines one.
-    """
-    from condapipe.render.families import family_for
-
-    check = getattr(family_for(spec.package), f"has_{family.replace('-', '_')}", None)
-    return bool(check(spec)) if callable(check) else True
-
-
 def family_jobs(
     spec: BuildSpec, companions: Sequence[str] = (), companion_sources: Mapping[str, str] | None = None
 ) -> list[Job]:
-    """Prerequisite jobs (once per CUDA), one job per variant of `spec`, then one job per variant
-    of each companion family (`--with`, from its source in `companion_sources` if named there),
-    each needing the variant of `spec` it is built against."""
-    jobs: list[Job] = []
-    prereq_labels: dict[str, list[str]] = {}
-    for family in profile(spec.package).prerequisites:
-        if not _uses_prerequisite(spec, family):
-            continue
-        for variant in spec.cuda_variants:
-            if variant.is_cpu:
-                continue
-            pspec = prerequisite_spec(family, spec, variant)
-            label = _label(pspec)
-            jobs.append(
-                Job(
-                    label,
-                    prerequisite_package(family, variant),
-                    spec=pspec,
-                    prerequisite=True,
-                    platform=spec.platform,
-                )
-            )
-            prereq_labels.setdefault(variant.cuda, []).append(label)
-    for vspec in _variant_specs(spec):
-        cuda = vspec.cuda_variants[0].cuda if vspec.cuda_variants else None
-        jobs.append(
-            Job(
-                _label(vspec),
-                vspec.package,
-                spec=vspec,
-                needs_jobs=tuple(prereq_labels.get(cuda or "", ())),
-                platform=spec.platform,
-            )
+    """The jobs of a family build: one per spec buildspec.family_specs resolved (prerequisites once
+    per CUDA, one per variant of `spec`, then the companions' (`--with`), each needing the variant of
+    `spec` it is built against)."""
+    return [
+        Job(
+            p.label,
+            p.package,
+            spec=p.spec,
+            prerequisite=p.prerequisite,
+            needs_jobs=p.needs,
+            platform=spec.platform,
         )
-    primary = {_variant_key(job.spec): job.label for job in jobs if not job.prerequisite and job.spec}
-    for family in dict.fromkeys(companions):
-        for vspec in _variant_specs(companion_spec(family, spec, (companion_sources or {}).get(family))):
-            needs = (primary[_variant_key(vspec)],)
-            jobs.append(
-                Job(_label(vspec), vspec.package, spec=vspec, needs_jobs=needs, platform=spec.platform)
-            )
-    return jobs
-
-
-def _variant_key(spec: BuildSpec) -> tuple[str, tuple[str, ...]]:
-    """(CUDA, Pythons) of a one-variant spec: how a companion's variant finds its own."""
-    return (spec.cuda_variants[0].cuda if spec.cuda_variants else "", spec.pythons)
+        for p in planned_specs(spec, companions, companion_sources)
+    ]
 
 
 def recipe_name(recipe_dir: Path) -> str:
@@ -306,10 +174,12 @@ def recipe_jobs(
     pythons: tuple[str, ...] = (),
     platform: str | None = None,
     variant_files: tuple[Path, ...] = (),
+    env: tuple[tuple[str, str], ...] = (),
 ) -> list[Job]:
     """Jobs for recipe directories, in order: each consumes every package published before it.
 
-    `pythons` / `platform` (`condapipe build DIR --python/--platform`) apply to `recipe_dirs`."""
+    `pythons` / `platform` / `env` (`condapipe build DIR --python/--platform/--env`, or the config
+    file's) apply to `recipe_dirs`."""
     jobs: list[Job] = []
     for d in (*prerequisites, *recipe_dirs):
         if not d.is_dir():
@@ -328,6 +198,7 @@ def recipe_jobs(
                 pythons=pythons,
                 platform=platform,
                 variant_files=variant_files,
+                env=env,
             )
         )
     labels = [j.label for j in jobs]
@@ -346,7 +217,14 @@ def _published_before(job: Job, options: PlanOptions) -> bool:
 
 
 def make_plan_for_jobs(jobs: Sequence[Job], options: PlanOptions, request: dict[str, Any]) -> Plan:
-    """Steps for each job; prerequisites found in a channel in use are planned as skipped."""
+    """Steps for each job; prerequisites found in a channel in use are planned as skipped. Each
+    family job's recipe model is built here, once, and carried by the job."""
+    jobs = [
+        dataclasses.replace(job, model=family_model(job.spec))
+        if job.spec is not None and job.model is None
+        else job
+        for job in jobs
+    ]
     steps: list[Step] = []
     notes: list[str] = []
     skipped_jobs: set[str] = set()
@@ -405,11 +283,12 @@ def make_recipe_plan(
     pythons: tuple[str, ...] = (),
     platform: str | None = None,
     variant_files: tuple[Path, ...] = (),
+    env: tuple[tuple[str, str], ...] = (),
 ) -> Plan:
     """The plan for recipe directories (each published before the next is built): `condapipe build
     DIR` — the same build -> fix -> verify -> test -> publish chain as a family's variants."""
     jobs = recipe_jobs(
-        recipe_dirs, prerequisites, pythons=pythons, platform=platform, variant_files=variant_files
+        recipe_dirs, prerequisites, pythons=pythons, platform=platform, variant_files=variant_files, env=env
     )
     request = {"recipes": [str(d) for d in recipe_dirs], "prerequisites": [str(d) for d in prerequisites]}
     return make_plan_for_jobs(jobs, options, request)
@@ -438,7 +317,7 @@ def _job_steps(job: Job, options: PlanOptions, skip: str | None, skipped_jobs: s
                 title=f"render the {spec.package} recipe (both formats)",
                 # "code" covers the render modules, data/, and the recipe templates and patches.
                 inputs={"spec": spec_inputs(spec), "code": code_digest("render")},
-                action=act.render_action(spec, label),
+                action=act.render_action(job.model or family_model(spec), spec, label),
                 skip_reason=skip,
                 package=label,
             )
@@ -450,6 +329,8 @@ def _job_steps(job: Job, options: PlanOptions, skip: str | None, skipped_jobs: s
         recipe_input = {"recipe_dir": str(job.recipe_dir), "recipe": tree_digest(job.recipe_dir)}
         if job.variant_files:  # -m files: a changed one rebuilds
             recipe_input["variant_files"] = {str(f): hash_file(f).sha256 for f in job.variant_files}
+        if job.env:  # --env / [env]: the build script sees it, so a changed value rebuilds
+            recipe_input["env"] = dict(job.env)
     build_needs += [f"publish:{n}" for n in job.needs_jobs if n not in skipped_jobs]
     archs = job.spec.cuda_variants[0].archs if job.spec and job.spec.cuda_variants else None
     pythons = job.spec.pythons if job.spec else job.pythons
@@ -458,7 +339,7 @@ def _job_steps(job: Job, options: PlanOptions, skip: str | None, skipped_jobs: s
     build_inputs = {
         **recipe_input,
         "engine": engine,
-        "channels": [str(options.output_dir.resolve()), *options.channels],
+        "channels": list(search_order(options.output_dir, options.channels)),
         "package_format": options.package_format,
         # A .conda's level is not the build's: a level changed after the build is the fix step's
         # to apply (condapipe.plan.steps.fix_action); a .tar.bz2's level is the engine's alone.
@@ -546,7 +427,5 @@ def _dso_allowlist(job: Job) -> tuple[str, ...]:
     soname globs for verify: e.g. JetPack's libcudart on a Jetson build is linked but not shipped."""
     if job.spec is None:
         return ()
-    from condapipe.render.families import family_for
-
-    model = family_for(job.spec.package).build_model(job.spec)
+    model = job.model or family_model(job.spec)
     return tuple(sorted({pattern.rsplit("/", 1)[-1] for pattern in model.missing_dso_allowlist}))

@@ -9,6 +9,12 @@ code reads. A package that loads its own submodules by name (`importlib.import_m
 render's families) reaches all of them. Of the data tables, a step takes the ones its reached
 code names (a string constant equal to a file name in condapipe/data, e.g. "cuda.yaml"): editing
 the doctor's table or a flag's help text re-runs no render, fix or verify.
+
+The step's own body counts too: the plan's `<kind>_action` in condapipe.plan.steps (what it does
+with the stage's result: which packages it hands on, the repack level, the libraries verify
+allows) and the functions of that module it calls, by their source text, with the imports inside
+them followed as above. The plan's scheduling interface (StepContext, StepOutcome, imported at
+the top of that module) is what calls a step, not what it runs, and is not followed.
 """
 
 from __future__ import annotations
@@ -33,6 +39,9 @@ ENTRY_MODULES: dict[str, tuple[str, ...]] = {
     "fix": ("condapipe.fix.fixer",),
     "verify": ("condapipe.verify.verifier",),
 }
+# The module that holds each step kind's body, `<kind>_action` (what condapipe.plan.build_plan
+# gives the runner); the body's source and the helpers it calls are part of the step's code.
+STEP_BODIES = "condapipe.plan.steps"
 # step kind -> resource packages read whole at run time (render reads the family profiles,
 # templates and patches); the tables in condapipe.data are taken per file, see _tables_named.
 DATA_PACKAGE = "condapipe.data"
@@ -213,6 +222,70 @@ def _facts(module: str, path: Path) -> _SourceFacts:
     return _source_facts(path, path.read_text(encoding="utf-8"), module)
 
 
+@dataclass(frozen=True)
+class StepBody:
+    """A step kind's body: the source of `<kind>_action` and of every function or class of its
+    module that it names (transitively), and the condapipe names imported inside them."""
+
+    sources: tuple[tuple[str, str], ...]  # (name, source text), sorted by name
+    imports: frozenset[str]
+
+
+@dataclass(frozen=True)
+class _Definition:
+    source: str  # its text, whole lines
+    names: frozenset[str]  # the names it uses
+    imports: frozenset[str]  # condapipe names imported inside it
+
+
+@cache  # keyed by path and source text, like _source_facts: one parse for every step kind
+def _definitions(path: Path, source: str, module: str) -> dict[str, _Definition]:
+    """The top-level functions and classes of a module, read from its syntax tree."""
+    lines = source.splitlines(keepends=True)
+    package = module.rpartition(".")[0]
+    found: dict[str, _Definition] = {}
+    for node in ast.parse(source).body:
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        names: set[str] = set()
+        imports: set[str] = set()
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name):
+                names.add(sub.id)
+            elif isinstance(sub, ast.Import | ast.ImportFrom):
+                imports.update(_import_names(sub, package))
+        text = "".join(lines[node.lineno - 1 : node.end_lineno])
+        found[node.name] = _Definition(text, frozenset(names), frozenset(imports))
+    return found
+
+
+def _step_body(path: Path, source: str, module: str, function: str) -> StepBody:
+    """The named function and what it calls by name: editing another step's body (or a comment
+    between functions) changes nothing here."""
+    definitions = _definitions(path, source, module)
+    if function not in definitions:
+        raise ValueError(f"{path}: no step body {function}")
+    found: set[str] = set()
+    todo = [function]
+    while todo:
+        name = todo.pop()
+        if name not in found:
+            found.add(name)
+            todo.extend(definitions[name].names & definitions.keys())
+    return StepBody(
+        tuple((name, definitions[name].source) for name in sorted(found)),
+        frozenset().union(*(definitions[name].imports for name in found)),
+    )
+
+
+def step_body(kind: str, root: Path = PACKAGE_DIR) -> StepBody:
+    """The body of a step kind, read from `root`'s copy of condapipe.plan.steps."""
+    path = module_file(STEP_BODIES, root)
+    if path is None:
+        raise ValueError(f"{STEP_BODIES} not found under {root}")
+    return _step_body(path, path.read_text(encoding="utf-8"), STEP_BODIES, f"{kind}_action")
+
+
 def _with_parents(module: str) -> list[str]:
     parts = module.split(".")
     return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
@@ -271,11 +344,15 @@ def profiles_named(modules: dict[str, Path], root: Path = PACKAGE_DIR) -> list[P
 
 
 def code_digest(kind: str, root: Path = PACKAGE_DIR) -> str:
-    """Digest of the code and data a step kind runs (see the module docstring); "" for other kinds."""
+    """Digest of the code and data a step kind runs, its body included (see the module docstring);
+    "" for other kinds."""
     if kind not in ENTRY_MODULES:
         return ""
     digest = hashlib.sha256()
-    modules = reached_modules(ENTRY_MODULES[kind], root)
+    body = step_body(kind, root)
+    for name, text in body.sources:
+        digest.update(f"{STEP_BODIES}.{name}={hashlib.sha256(text.encode()).hexdigest()};".encode())
+    modules = reached_modules((*ENTRY_MODULES[kind], *sorted(body.imports)), root)
     for module, path in sorted(modules.items()):
         digest.update(f"{module}={hashlib.sha256(path.read_bytes()).hexdigest()};".encode())
     for table in tables_named(modules, root):

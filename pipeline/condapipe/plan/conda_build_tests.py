@@ -82,7 +82,7 @@ def _install(
         records = await rattler.solve(
             [rattler.Channel(c) for c in channels],
             [spec, *requires],
-            platforms=list(dict.fromkeys([*platforms, str(rattler.Subdir.current())])),
+            platforms=[rattler.Subdir(p) for p in dict.fromkeys([*platforms, str(rattler.Subdir.current())])],
             virtual_packages=rattler.VirtualPackage.detect(),
         )
         await rattler.install(records, prefix, cache_dir=cache, show_progress=False)
@@ -193,6 +193,7 @@ def run_conda_build_tests(
             f"conda-build tests of {pkg.name} could not set up their environment "
             f"(test requires {', '.join(requires) or 'nothing'}; channels {', '.join(channels)}): {why}"
         ) from None
+    # the process boundary: the test commands inherit this environment with conda-build's variables
     env = {**os.environ, **build_variables(read_index(pkg), installed, where.prefix)}
     env["SRC_DIR"] = str(where.test_dir)  # where conda-build puts test/source_files for the test
     run_scripts(pkg, scripts, where, env, write)

@@ -259,7 +259,7 @@ def emit_json(plan: Plan, request: CiRequest) -> str:
 
 def _setup_steps(request: CiRequest) -> list[dict[str, object]]:
     """Python, then condapipe: the wheel the first job built, or the --install direct reference."""
-    python = {"uses": ACTIONS["setup-python"], "with": {"python-version": request.python}}
+    python: dict[str, object] = {"uses": ACTIONS["setup-python"], "with": {"python-version": request.python}}
     if request.install == FROM_REPOSITORY:
         return [
             python,

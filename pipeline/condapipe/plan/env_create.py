@@ -44,7 +44,7 @@ def solve_env(request: EnvRequest) -> list[Any]:
     import rattler
     from rattler.exceptions import GatewayError, SolverError
 
-    from condapipe.plan.channels import gateway
+    from condapipe.plan.build_channels import gateway
 
     platform = str(rattler.Subdir.current())
 
@@ -53,7 +53,7 @@ def solve_env(request: EnvRequest) -> list[Any]:
             [rattler.Channel(c) for c in request.channels],
             list(request.specs),
             gateway=gateway(),
-            platforms=[platform, "noarch"],
+            platforms=[rattler.Subdir(platform), rattler.Subdir("noarch")],
             virtual_packages=rattler.VirtualPackage.detect(),
         )
 

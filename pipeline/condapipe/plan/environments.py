@@ -142,10 +142,11 @@ def _render_job(job: Job, build_platform: str, run_tests: bool, scratch: Path) -
 
     recipe_dir: Path | None = None
     if job.spec is not None:
-        from condapipe.render.recipe_dir import build_model
+        from condapipe.render.recipe_dir import build_model, source_checked
         from condapipe.render.v1 import recipe_yaml
 
-        model = build_model(job.spec)
+        # the plan's model, built once; its --source checked here, as the render step will
+        model = source_checked(job.model, job.spec) if job.model else build_model(job.spec)
         recipe = rb.Stage0Recipe.from_yaml(recipe_yaml(model), recipe_dir=scratch)
         keys = {key: list(values) for key, values in model.variants.keys}
         zips = [list(group) for group in model.variants.zip_keys] or None

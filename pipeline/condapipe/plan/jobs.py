@@ -11,6 +11,8 @@ from pathlib import Path
 
 from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.engines.logs import LineSink
+from condapipe.package.channel_order import search_order
+from condapipe.render.model import RecipeModel
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,7 @@ class PlanOptions:
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     # Where the engines' build output goes as it happens (the CLI's console); None: log files only.
     echo: LineSink | None = field(default=None, compare=False, repr=False)
-    # Channels of `channels` that did not answer when probed (condapipe.plan.channels): the engines
+    # Channels of `channels` that did not answer when probed (condapipe.plan.build_channels): the engines
     # are not given them, and resolving first has shown nothing is needed from them. Not hashed, so
     # a build made offline is not redone once the network is back.
     unreachable: tuple[str, ...] = ()
@@ -39,6 +41,10 @@ class PlanOptions:
     def engine_channels(self) -> tuple[str, ...]:
         """The dependency channels the engines search (the output dir is always added first)."""
         return tuple(c for c in self.channels if c not in self.unreachable)
+
+    def search_channels(self) -> tuple[str, ...]:
+        """What a build step searches: the output dir, then engine_channels (package/channel_order.py)."""
+        return search_order(self.output_dir, self.engine_channels())
 
 
 @dataclass(frozen=True)
@@ -54,3 +60,8 @@ class Job:
     platform: str | None = None
     pythons: tuple[str, ...] = ()  # a recipe directory's --python variants (a spec carries its own)
     variant_files: tuple[Path, ...] = ()  # a recipe directory's -m files, read after its own
+    # a recipe directory's --env / [env] (a spec carries its own): part of the build's inputs
+    env: tuple[tuple[str, str], ...] = ()
+    # The recipe model of `spec`, built once when the plan is made (condapipe.plan.build_plan):
+    # the plan's allowlist, the resolve step and the render step all read this one.
+    model: RecipeModel | None = field(default=None, compare=False, repr=False)

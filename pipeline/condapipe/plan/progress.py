@@ -3,13 +3,13 @@
 Long builds need a visible heartbeat; on a terminal this is a rich live table whose time moves, with
 the running step's compile progress (ninja's [n/N]), an estimate of the time left and its log path;
 elsewhere (CI logs, pipes, `> build.log`) one plain line per event plus one short progress line
-every `every` seconds (CONDAPIPE_PROGRESS_EVERY, default 30), so the log stays readable. It
+every `every` seconds (CONDAPIPE_PROGRESS_EVERY, read by condapipe.process_settings, default 30),
+so the log stays readable. It
 writes only to the console the caller (the CLI) hands it.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from pathlib import Path
@@ -22,21 +22,18 @@ from rich.table import Table
 from rich.text import Text
 
 from condapipe.plan.step_progress import StepProgress, span
+from condapipe.process_settings import process
 
 if TYPE_CHECKING:
     from condapipe.plan.runner import Plan, Step
 
-EVERY_ENV = "CONDAPIPE_PROGRESS_EVERY"
 DEFAULT_EVERY_S = 30.0
 
 
-def progress_every(environ: dict[str, str] | None = None) -> float:
+def progress_every() -> float:
     """Seconds between the progress lines of a redirected log (CONDAPIPE_PROGRESS_EVERY, >= 1)."""
-    raw = (environ if environ is not None else os.environ).get(EVERY_ENV, "")
-    try:
-        return max(1.0, float(raw)) if raw.strip() else DEFAULT_EVERY_S
-    except ValueError:
-        return DEFAULT_EVERY_S
+    every = process().progress_every
+    return DEFAULT_EVERY_S if every is None else every
 
 
 _STYLE = {"ran": "green", "unchanged": "dim", "skipped": "yellow", "failed": "bold red", "running": "cyan"}

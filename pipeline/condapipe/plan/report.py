@@ -68,14 +68,14 @@ def _dependency_flags(channels: Sequence[str] | None) -> list[str]:
     channels (or unknown ones: None), -c for others (a -c list replaces the default, as in the
     build), --offline when the build searched no dependency channel (the --build-tools wheels
     channel holds build tools only)."""
-    from condapipe.plan.channels import channel_data
+    from condapipe.plan.build_channels import dependency_channels
 
     if channels is None:
         return []
     deps = [c for c in channels if not c.rstrip("/").endswith("/tool-channel")]
     if not deps:
         return ["--offline"]
-    if deps == [str(c) for c in channel_data()["default_channels"]]:
+    if tuple(deps) == dependency_channels(()):
         return []
     return [w for c in deps for w in ("-c", c)]
 

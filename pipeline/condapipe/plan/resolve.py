@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from condapipe.errors import EnvironmentProblem
-from condapipe.plan.channels import ChannelStatus, channel_data, gateway
+from condapipe.plan.build_channels import ChannelStatus, channel_data, gateway
 from condapipe.plan.environments import Environment, RecipeFacts, render_job, spec_name
 
 if TYPE_CHECKING:
@@ -356,14 +356,14 @@ def resolve_plan(
                     # pin of a package built against a condapipe pytorch), as conda accepts it
                     [rattler.MatchSpec(spec) for spec in env.specs],
                     gateway=gw,
-                    platforms=[env.platform, "noarch"],
+                    platforms=[rattler.Subdir(env.platform), rattler.Subdir("noarch")],
                     virtual_packages=_virtual_packages(env.platform, build_platform),
                     timeout=_SOLVE_TIMEOUT,
                 )
             except (SolverError, GatewayError) as exc:
                 conflicts.append((f"{env.job} ({env.kind})", " ".join(str(exc).split())[:600]))
                 continue
-            rows = sorted((r.name.normalized, str(r.version), r.build, _channel_of(r)) for r in records)
+            rows = sorted((r.name.normalized, str(r.version), str(r.build), _channel_of(r)) for r in records)
             solved.append(Solved(env, tuple(rows)))
 
     asyncio.run(run())

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import time
 import traceback
@@ -25,22 +24,21 @@ from condapipe.errors import BuildFailed, CondapipeError
 from condapipe.plan import interrupted
 from condapipe.plan.state import STATE_FILE, FileRecord, StateFile, StepRecord, work_dir_lock
 from condapipe.plan.step_progress import StepProgress
+from condapipe.process_settings import process
 
 # Test hook: comma-separated pause points ("before:<step-id>", "after:<step-id>", "publish:copied", ...).
 # At a listed point the process appends the point's name to CONDAPIPE_TEST_PAUSE_FILE and sleeps,
-# so a test can `kill -9` it at exactly that moment. Unset in normal use.
-PAUSE_ENV = "CONDAPIPE_TEST_PAUSE"
-PAUSE_FILE_ENV = "CONDAPIPE_TEST_PAUSE_FILE"
+# so a test can `kill -9` it at exactly that moment. Unset in normal use; both variables are read
+# once into condapipe.process_settings.
 
 
 def pause_point(name: str) -> None:
     """Stop here (for a test to kill the process) when CONDAPIPE_TEST_PAUSE names this point."""
-    wanted = os.environ.get(PAUSE_ENV)
-    if not wanted or name not in wanted.split(","):
+    hooks = process()
+    if name not in hooks.pause_points:
         return
-    marker = os.environ.get(PAUSE_FILE_ENV)
-    if marker:
-        with open(marker, "a", encoding="utf-8") as fh:
+    if hooks.pause_file:
+        with open(hooks.pause_file, "a", encoding="utf-8") as fh:
             fh.write(name + "\n")
     time.sleep(3600)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from condapipe.buildspec.families import family_facts, family_of_package
+from condapipe.facts.families import family_facts, family_of_package
 
 NO_CUDA_EXIT = 2
 CHECK_TIMEOUT_S = 300
@@ -63,6 +63,7 @@ def run_smoke_check(prefix: Path, family: str) -> SmokeResult:
         argv = [str(prefix / "bin" / "python"), "-c", str(check["python"])]
     else:
         argv = [str(prefix / "bin" / str(check["argv"][0])), *(str(a) for a in check["argv"][1:])]
+    # the process boundary: the child gets this environment, less what would point it elsewhere
     env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME")}
     env["PATH"] = f"{prefix / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     try:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.errors import EnvironmentProblem
-from condapipe.plan.channels import channel_timeout
+from condapipe.plan.build_channels import channel_timeout
 from condapipe.plan.runner import Plan, describe
 from condapipe.render.source_check import source_advice
 

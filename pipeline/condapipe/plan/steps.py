@@ -17,11 +17,12 @@ from condapipe.errors import BuildFailed
 from condapipe.plan.runner import StepContext, StepOutcome, pause_point
 
 if TYPE_CHECKING:
-    from condapipe.buildspec.arch import ArchList
     from condapipe.buildspec.build_spec import BuildSpec
     from condapipe.engines.logs import LineSink
+    from condapipe.facts.arch import ArchList
     from condapipe.plan.jobs import Job, PlanOptions
     from condapipe.publish.upload_result import FileOutcome
+    from condapipe.render.model import RecipeModel
 
 Action = Callable[[StepContext], StepOutcome]
 
@@ -50,12 +51,15 @@ def _note_skipped(ctx: StepContext, step_id: str) -> dict[str, list[str]]:
     return {"skipped": skipped} if skipped else {}
 
 
-def render_action(spec: BuildSpec, label: str) -> Action:
+def render_action(model: RecipeModel, spec: BuildSpec, label: str) -> Action:
+    """Write the job's recipe model (built once, when the plan was made) into its recipe dir, once
+    its --source is checked on this machine."""
+
     def run(ctx: StepContext) -> StepOutcome:
-        from condapipe.render.recipe_dir import render_recipe
+        from condapipe.render.recipe_dir import render_model, source_checked
 
         # One recipe dir per variant job, where users look for rendered recipes.
-        result = render_recipe(spec, ctx.work_dir / "recipes" / label)
+        result = render_model(source_checked(model, spec), ctx.work_dir / "recipes" / label)
         ctx.log.write(f"rendered {len(result.files)} files into {result.out_dir}")
         return StepOutcome(files=tuple(sorted(result.files)), data={"recipe_dir": str(result.out_dir)})
 
@@ -77,7 +81,7 @@ def build_action(job: Job, options: PlanOptions) -> Action:
         build_options = BuildOptions(
             output_dir=ctx.step_dir / "out",
             work_dir=options.work_dir,
-            channels=(str(options.output_dir.resolve()), *options.engine_channels()),
+            channels=options.search_channels(),
             pythons=job.spec.pythons if job.spec else job.pythons,
             package_format=options.package_format,
             compression_level=engine_compression_level(options),
@@ -93,7 +97,7 @@ def build_action(job: Job, options: PlanOptions) -> Action:
             echo=_progress_tap(ctx, options.echo),
             log_opened=lambda path: _engine_log_opened(ctx, path),
         )
-        from condapipe.publish.channel import ensure_channel
+        from condapipe.package.channel_index import ensure_channel
 
         # The engines search both; an unindexed local channel fails rattler-build's test step.
         ensure_channel(build_options.output_dir)
@@ -156,12 +160,13 @@ def with_source_advice(exc: BuildFailed, job: Job) -> BuildFailed:
 
 def build_env(job: Job, options: PlanOptions) -> dict[str, str]:
     """The build's extra environment: the spec's --env, doctor's MAX_JOBS etc., the CUDA toolkit."""
-    env = dict(job.spec.extra_env) if job.spec else {}
+    env = dict(job.spec.extra_env) if job.spec else dict(job.env)
     for key, value in options.env:
         env.setdefault(key, value)
     home = job.spec.cuda_variants[0].toolkit_root if job.spec and job.spec.cuda_variants else None
     if home:  # doctor found /usr/local/cuda-X.Y for a CUDA other than the nvcc on PATH
         env["CUDA_HOME"] = home
+        # the process boundary: the engine's child searches this toolkit's bin first, then our PATH
         env["PATH"] = f"{home}/bin{os.pathsep}{os.environ.get('PATH', '')}"
     # A family's build.sh ends with condapipe's fix on the staged prefix (condapipe.fix.staged); a
     # recipe directory's script may call it the same way (README: "Compressed once").
@@ -295,6 +300,8 @@ def verify_action(
                 tree_record.discard(pkg)  # fix's kept tree: read once, then gone
             reports[pkg.name] = report.to_dict()
             ctx.log.write(f"{pkg.name}: verified from the {report.read_from}")
+            for prerequisite, rel in report.static_links.items():
+                ctx.log.write(f"{pkg.name}: {prerequisite} linked statically into {rel}")
             for line in report.errors:
                 ctx.log.write(f"{pkg.name}: ERROR {line}")
             for line in report.warnings:
@@ -315,12 +322,12 @@ def test_action(fix_step: str, options: PlanOptions) -> Action:
     def run(ctx: StepContext) -> StepOutcome:
         import rattler_build
 
+        from condapipe.package.channel_index import ensure_channel
         from condapipe.plan.test_child import run_in_child
-        from condapipe.publish.channel import ensure_channel
 
         ensure_channel(options.output_dir)  # an unindexed local channel makes rattler-build's test fail
         packages = _packages(ctx, fix_step)
-        channels = [str(options.output_dir.resolve()), *options.engine_channels()]
+        channels = list(options.search_channels())
         tested = {pkg: rattler_build.Package.from_file(str(pkg)) for pkg in packages}
         if len(packages) > 1 or any(not package.test_count for package in tested.values()):
             channels.insert(0, str(sibling_channel(ctx, packages)))
@@ -352,7 +359,7 @@ def sibling_channel(ctx: StepContext, packages: list[Path]) -> Path:
     before anything is published. Hard links where the file system allows, else copies."""
     import shutil
 
-    from condapipe.publish.channel import index_channel
+    from condapipe.package.channel_index import index_channel
 
     channel = ctx.step_dir / "siblings"
     shutil.rmtree(channel, ignore_errors=True)
@@ -380,7 +387,7 @@ def _run_conda_build_tests(ctx: StepContext, pkg: Path, channels: list[str]) -> 
 
 def publish_action(fix_step: str, options: PlanOptions) -> Action:
     def run(ctx: StepContext) -> StepOutcome:
-        from condapipe.publish.channel import publish_packages
+        from condapipe.publish.local_channel import publish_packages
         from condapipe.publish.upload_result import Status
 
         channel = options.output_dir

@@ -1,7 +1,7 @@
-"""publish: local channels (lock, atomic copy, index) and anaconda.org upload.
+"""publish: local channels (lock, atomic copy; indexed by the package library) and anaconda.org upload.
 
-Entry points: `publish_packages` (verified packages -> a local channel, indexed), `ensure_channel`
-and `index_channel` (py-rattler index), `upload_to_anaconda` / `upload_to_directory` (the upload
+Entry points: `publish_packages` (verified packages -> a local channel, indexed through the package
+library's condapipe.package.channel_index), `upload_to_anaconda` / `upload_to_directory` (the upload
 command), `resolve_token`; outcomes are `FileOutcome` with a `Status`.
 
 The names load on first use (PEP 562): a local build imports the channel module without upload's
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from condapipe.publish.channel import ensure_channel, index_channel, publish_packages
+    from condapipe.publish.local_channel import publish_packages
     from condapipe.publish.tokens import Token, resolve_token
     from condapipe.publish.upload import upload_to_anaconda, upload_to_directory
     from condapipe.publish.upload_result import FileOutcome, Status
@@ -22,8 +22,6 @@ __all__ = [
     "FileOutcome",
     "Status",
     "Token",
-    "ensure_channel",
-    "index_channel",
     "publish_packages",
     "resolve_token",
     "upload_to_anaconda",
@@ -33,10 +31,10 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     """An entry point, from its module (imported on this first use)."""
-    if name in ("ensure_channel", "index_channel", "publish_packages"):
-        from condapipe.publish import channel
+    if name == "publish_packages":
+        from condapipe.publish import local_channel
 
-        return getattr(channel, name)
+        return getattr(local_channel, name)
     if name in ("Token", "resolve_token"):
         from condapipe.publish import tokens
 

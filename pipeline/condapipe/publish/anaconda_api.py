@@ -5,7 +5,7 @@ timeouts, a progress bar on stderr and the commit sent over a keep-alive connect
 idle during the whole file upload (a known cause of failures on 0.5–2 GB files). This module
 keeps binstar_client for everything else (sessions, headers, status → exception mapping,
 package inspection) and splits that step so the caller can retry it and commit on a fresh
-connection. Protocol facts: shared/reference/anaconda-upload-protocol.md.
+connection. Protocol facts: docs/reference/anaconda-upload-protocol.md.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import enum
 import hashlib
-import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +31,6 @@ API_TIMEOUT_S = 60.0
 STORAGE_TIMEOUT_S = (30.0, 3600.0)  # connect, read: the storage answers only after the whole body
 # Seconds before a silent API or storage connection counts as failed (and is retried). The default
 # suits anaconda.org; fault-injection runs set it low so stalls resolve fast.
-TIMEOUT_ENV = "CONDAPIPE_UPLOAD_TIMEOUT"
 
 
 class Failure(str, enum.Enum):
@@ -87,7 +85,7 @@ def classify(exc: BaseException, token: Token | None, step: str) -> ApiError:
     if isinstance(exc, ApiError):
         return exc
     if isinstance(exc, BinstarError):
-        args = getattr(exc, "args", ())
+        args: tuple[object, ...] = tuple(getattr(exc, "args", ()))
         message = str(args[0]) if args else str(exc)
         status = args[1] if len(args) > 1 and isinstance(args[1], int) else None
         kind = _STATUS_KIND.get(
@@ -101,22 +99,6 @@ def classify(exc: BaseException, token: Token | None, step: str) -> ApiError:
     if isinstance(exc, requests.RequestException):
         return ApiError(Failure.NETWORK, f"{step}: {type(exc).__name__}")
     return ApiError(Failure.CLIENT, redact(f"{step}: {type(exc).__name__}: {exc}", [token]))
-
-
-def timeout_from_env(environ: dict[str, str] | None = None) -> float | None:
-    """$CONDAPIPE_UPLOAD_TIMEOUT as seconds (None when unset); a bad value is a usage error."""
-    from condapipe.errors import UsageError
-
-    raw = (os.environ if environ is None else environ).get(TIMEOUT_ENV, "").strip()
-    if not raw:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0 or value > 86400:
-        raise UsageError(f"${TIMEOUT_ENV}={raw[:40]!r}: expected seconds, a number > 0 and <= 86400")
-    return value
 
 
 def _transport_errors() -> tuple[type[Exception], ...]:
@@ -165,6 +147,10 @@ class PackageMetadataError(Exception):
     """anaconda-client's inspector could not read the package's info/ files."""
 
 
+# What anaconda-client's inspector raises for a damaged package (see inspect_for_anaconda).
+_INSPECT_ERRORS: tuple[type[Exception], ...] = (*READ_ERRORS, ValueError, KeyError, TypeError, AttributeError)
+
+
 def inspect_for_anaconda(info: PackageInfo) -> AnacondaMeta:
     """Collect the package/release/file attributes with anaconda-client's own inspector."""
     from binstar_client.utils.config import PackageType
@@ -176,7 +162,7 @@ def inspect_for_anaconda(info: PackageInfo) -> AnacondaMeta:
         raise
     # A damaged stream, or metadata of the wrong shape: the inspector raises TypeError itself
     # for a missing index.json, and KeyError/AttributeError/ValueError for malformed JSON files.
-    except (*READ_ERRORS, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except _INSPECT_ERRORS as exc:
         raise PackageMetadataError(f"{type(exc).__name__}: {exc}") from exc
     return AnacondaMeta(info, dict(package_attrs), dict(release_attrs), dict(file_attrs))
 

@@ -9,18 +9,15 @@ the upload path goes through `redact`.
 from __future__ import annotations
 
 import logging
-import os
 import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from condapipe.errors import UsageError
+from condapipe.process_settings import TOKEN_ENV_VARS  # anaconda-client's order (BINSTAR_ wins)
 
 REDACTED = "<redacted>"
-
-# Environment variables in anaconda-client's own precedence order (BINSTAR_ wins).
-TOKEN_ENV_VARS: tuple[str, ...] = ("BINSTAR_API_TOKEN", "ANACONDA_API_TOKEN")
 
 
 @dataclass(frozen=True)
@@ -70,15 +67,13 @@ def stored_login_token(site_url: str) -> Token | None:
     return Token(value.strip(), "anaconda-client stored login") if value and value.strip() else None
 
 
-def resolve_token(
-    site_url: str, token_file: Path | None = None, environ: Mapping[str, str] | None = None
-) -> Token | None:
-    """Pick the token: --token-file, then BINSTAR_API_TOKEN, ANACONDA_API_TOKEN, then the stored login."""
-    env = os.environ if environ is None else environ
+def resolve_token(site_url: str, token_file: Path | None, environ: Mapping[str, str]) -> Token | None:
+    """Pick the token: --token-file, then BINSTAR_API_TOKEN, ANACONDA_API_TOKEN in `environ` (the
+    command's Settings.environ; the settings' ENVIRONMENT table declares both), then the stored login."""
     if token_file is not None:
         return read_token_file(token_file)
     for name in TOKEN_ENV_VARS:
-        value = env.get(name, "").strip()
+        value = environ.get(name, "").strip()
         if value:
             return Token(value, f"${name}")
     return stored_login_token(site_url)

@@ -43,6 +43,7 @@ import stat
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -59,9 +60,13 @@ from condapipe.publish.anaconda_api import (
     PackageMetadataError,
     inspect_for_anaconda,
     normalize_site_url,
-    timeout_from_env,
 )
-from condapipe.publish.channel import IndexResult, channel_dir_from_target, find_packages, publish_packages
+from condapipe.publish.local_channel import (
+    IndexResult,
+    channel_dir_from_target,
+    find_packages,
+    publish_packages,
+)
 from condapipe.publish.tokens import Token, redact
 from condapipe.publish.upload_order import upload_order
 from condapipe.publish.upload_result import FileOutcome, Status
@@ -500,7 +505,7 @@ class _Upload:
             )
         try:
             for label in wanted:
-                self.call(lambda label=label: self.site.add_label(self.owner, self.meta, label))
+                self.call(partial(self.site.add_label, self.owner, self.meta, label))
             after = self.find() or {}
         except ApiError as err:
             raise ApiError(
@@ -740,8 +745,8 @@ def upload_to_anaconda(
 
     labels=() means the default label (main) for new files and leaves the labels of files already
     there alone; explicit labels are also added to an identical file already there. state_dir keeps
-    the --force journal and backups (the CLI passes WORK_DIR/upload); timeout defaults to
-    $CONDAPIPE_UPLOAD_TIMEOUT, else anaconda_api's defaults."""
+    the --force journal and backups (the CLI passes WORK_DIR/upload); timeout: seconds per request
+    (the CLI passes its settings' CONDAPIPE_UPLOAD_TIMEOUT), None for anaconda_api's defaults."""
     mode = mode or Mode()
     retry = retry or RetryPolicy()
     blocked = blocked or {}
@@ -755,7 +760,7 @@ def upload_to_anaconda(
             "no anaconda.org token",
             "set ANACONDA_API_TOKEN, pass --token-file FILE (mode 600), or run `anaconda login`",
         )
-    site = AnacondaSite(site_url, token, timeout=timeout if timeout is not None else timeout_from_env())
+    site = AnacondaSite(site_url, token, timeout=timeout)
     _start(site, token, owner, retry, sleep)
     with contextlib.ExitStack() as stack:
         if state_dir is None:

@@ -3,7 +3,7 @@
 Solvers may see a channel between two uploads, so a package must never be published before
 something of the same batch that it needs. The ranks that belong to no family live in
 data/upload_order.yaml, each family's own in the `upload_rank:` section of its profile
-(condapipe.buildspec.families).
+(condapipe.facts.families).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from importlib import resources
 
 from ruamel.yaml import YAML
 
-from condapipe.buildspec.families import profiles
+from condapipe.facts.families import profiles
 from condapipe.package.io import PackageInfo
 
 

@@ -176,7 +176,7 @@ class RecipeModel:
     down_prioritize: DownPrioritize | None = None
     # The recipe's `extra` section, section -> (key, value) pairs (values may hold ``{{ key }}``
     # refs). Both engines copy it into info/about.json: that is how a package records what it
-    # promises (condapipe.buildspec.variant.promise_record), for verify to check without being told.
+    # promises (condapipe.facts.promise.promise_record), for verify to check without being told.
     extra: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
     # The family whose rpath rules build.sh's last step applies to the staged prefix when condapipe
     # drives the build (condapipe.fix.staged): the engine then packs fixed files, compressed once,

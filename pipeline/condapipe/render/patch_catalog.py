@@ -338,15 +338,15 @@ def check_consistency(catalog: Catalog) -> list[str]:
         for b in entries[i + 1 :]:
             clash = {k: (va, dict(b.env)[k]) for k, va in a.env if k in dict(b.env) and dict(b.env)[k] != va}
             if clash and overlap(a, b):
-                key, (va, vb) = next(iter(clash.items()))
-                problems.append(f"{a.id} and {b.id} both apply to some builds but set {key}={va} vs {vb}")
+                var, (va, vb) = next(iter(clash.items()))
+                problems.append(f"{a.id} and {b.id} both apply to some builds but set {var}={va} vs {vb}")
     return problems
 
 
 def _jetson_boards() -> tuple[str, ...]:
-    """Board names of condapipe.buildspec.jetson (empty when that table is not available)."""
+    """Board names of condapipe.facts.jetson (empty when that table is not available)."""
     try:
-        from condapipe.buildspec import jetson
+        from condapipe.facts import jetson
     except ImportError:
         return ()
     return tuple(jetson.boards())

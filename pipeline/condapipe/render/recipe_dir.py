@@ -215,15 +215,26 @@ def render_model(model: RecipeModel, out_dir: Path, *, force: bool = False) -> R
     )
 
 
-def build_model(spec: BuildSpec) -> RecipeModel:
-    """The RecipeModel of `spec`, from its package family; a --source of another project or
-    version is refused here, before any patch is applied to it (condapipe.render.source_check)."""
+def family_model(spec: BuildSpec) -> RecipeModel:
+    """The RecipeModel of `spec`, from its package family, without looking at a --source tree: what a
+    plan carries (it may be made for another machine, `condapipe plan --emit`)."""
     from condapipe.render.families import family_for
+
+    return replace(family_for(spec.package).build_model(spec), staged_fix_family=spec.package)
+
+
+def source_checked(model: RecipeModel, spec: BuildSpec) -> RecipeModel:
+    """`model`, once a --source of another project or version is refused, before any patch is
+    applied to it (condapipe.render.source_check)."""
     from condapipe.render.source_check import check_source
 
-    model = family_for(spec.package).build_model(spec)
     check_source(spec, [patch.name for patch in model.source.patches])
-    return replace(model, staged_fix_family=spec.package)
+    return model
+
+
+def build_model(spec: BuildSpec) -> RecipeModel:
+    """The RecipeModel of `spec`, its --source checked (family_model, then source_checked)."""
+    return source_checked(family_model(spec), spec)
 
 
 def render_recipe(spec: BuildSpec, out_dir: Path, *, force: bool = False) -> RenderResult:

@@ -7,12 +7,15 @@ Checks, each producing readable errors (defects) or warnings:
   mentions a build prefix or work directory (declared prefix placeholders excepted);
   no symlink points to an absolute path;
 - every `DT_NEEDED` resolves inside the package (through the file's rpath), to a run
-  dependency (data/linkage.yaml), or to the platform allowlist;
+  dependency (data/linkage.yaml, a family profile's `linkage:`), or to the platform allowlist;
+- a CUDA package whose family links a prerequisite statically (pytorch: magma's libmagma.a on
+  linux-64) defines that prerequisite's symbol in one of its ELF files (the family's `linkage:
+  static_symbol`), so a build that lost the link (USE_MAGMA off, magma not found) is refused;
 - the `.nv_fatbin` SASS/PTX archs of each ELF cover the requested arch list (missing:
   error, extra: warning); in static libraries (libmagma.a) every member object with device
   code must cover it. Without an explicit list the package's own promise is checked: the
   arch list it records in info/about.json (`extra.condapipe`, written by render), else, given
-  a CUDA version, the default list of the package's family (condapipe.buildspec.variant decides).
+  a CUDA version, the default list of the package's family (condapipe.facts.promise decides).
 """
 
 from __future__ import annotations
@@ -30,14 +33,16 @@ from pathlib import Path
 
 from ruamel.yaml import YAML
 
-from condapipe.buildspec.arch import ArchList
-from condapipe.buildspec.variant import package_promise
 from condapipe.elf.archive import ArchiveError, is_archive, read_archive_fatbins
-from condapipe.elf.fatbin import KIND_ELF, FatbinError, decompress, read_fatbin
+from condapipe.elf.fatbin import KIND_ELF, FatbinError, cubin_problem, decompress, ptx_problem, read_fatbin
 from condapipe.elf.reader import ElfFile, NotElf
 from condapipe.elf.rpath_entries import ORIGIN_PREFIXES, split_rpath
-from condapipe.elf.scan import EM_CUDA, elf_files
+from condapipe.elf.scan import elf_files
+from condapipe.elf.symbols import defines_symbol
 from condapipe.errors import UsageError
+from condapipe.facts.arch import ArchList
+from condapipe.facts.families import family_of_package, profile, profiles
+from condapipe.facts.promise import package_promise
 from condapipe.hashing import hash_file
 from condapipe.package import tree_record
 from condapipe.package.io import (
@@ -67,6 +72,7 @@ class VerifyReport:
     fatbins: dict[str, dict[str, object]] = field(default_factory=dict)
     archs: str | None = None  # the arch list checked (pytorch spelling), None: no arch check
     archs_source: str | None = None  # where that list came from
+    static_links: dict[str, str] = field(default_factory=dict)  # prerequisite -> the ELF it is in
     read_from: str = "package"  # "package" (unpacked), "kept tree" (fix's, same bytes) or "folder"
 
     @property
@@ -84,6 +90,7 @@ class VerifyReport:
             "fatbins": self.fatbins,
             "archs": self.archs,
             "archs_source": self.archs_source,
+            "static_links": self.static_links,
             "read_from": self.read_from,
         }
 
@@ -99,12 +106,16 @@ def system_libs(platform: str) -> tuple[str, ...]:
 
 
 def dependency_libs(depends: list[str]) -> tuple[str, ...]:
-    """Needed-name globs provided by the run dependencies (`depends` match specs)."""
+    """Needed-name globs provided by the run dependencies (`depends` match specs): data/linkage.yaml
+    for other projects' packages, each family's profile (`linkage:`) for condapipe's own."""
     table = _linkage()["dependency_libs"]
     out: list[str] = []
     for spec in depends:
         name = re.split(r"[\s<>=!~]", spec.strip(), maxsplit=1)[0]
         out.extend(table.get(name, []))
+        for family in profiles():
+            if any(fnmatchcase(name, pattern) for pattern in family.linkage.packages):
+                out.extend(family.linkage.libraries)
     return tuple(out)
 
 
@@ -130,25 +141,29 @@ def verify_package(
     (its recorded list, else the default list of its family for ``cuda``).
     """
     path = Path(path)
-    checks = {
-        "archs": archs,
-        "cuda": cuda,
-        "build_prefixes": build_prefixes,
-        "dep_libs": dep_libs,
-        "platform": platform,
-        "deep": deep,
-        "jobs": jobs,
-        "name": str(path),
-    }
+
+    def checks(root: Path) -> VerifyReport:
+        return verify_tree(
+            root,
+            archs=archs,
+            cuda=cuda,
+            build_prefixes=build_prefixes,
+            dep_libs=dep_libs,
+            platform=platform,
+            deep=deep,
+            jobs=jobs,
+            name=str(path),
+        )
+
     if path.is_dir():
-        report = verify_tree(path, **checks)
+        report = checks(path)
         report.read_from = "folder"
         return report
     package_file(path)
     kept = tree_record.trusted_tree(path)
     if kept is not None:  # the tree fix wrote these very bytes from: no second unpack
         try:
-            report = verify_tree(kept, **checks)
+            report = checks(kept)
             report.read_from = "kept tree"
             return report
         except UsageError as exc:
@@ -159,7 +174,7 @@ def verify_package(
         except UnsafePackage as exc:  # a member that would escape, a device, damage: a defect
             return VerifyReport(package=str(path), errors=[str(exc)])
         try:
-            return verify_tree(root, **checks)
+            return checks(root)
         except UsageError as exc:  # unreadable metadata: name the package, not the scratch folder
             return VerifyReport(package=str(path), errors=[str(exc).replace(str(root), str(path))])
 
@@ -200,6 +215,8 @@ def verify_tree(
     archs = _archs_to_check(root, str(index.get("name", "")), archs, cuda, report)
     _check_archive_archs(root, paths, archs, report)
     _check_archs(root, elves, archs, deep, report)
+    if archs is not None:  # a CUDA package (it promises archs)
+        _check_static_links(root, elves, str(index.get("name", "")), platform, report)
     return report
 
 
@@ -309,6 +326,33 @@ def _check_elf(root: Path, rel: str, allowed: tuple[str, ...], report: VerifyRep
             f"{rel}: needs {needed}, found neither in the package (via its rpath), "
             "its run dependencies, nor the system allowlist"
         )
+
+
+def _check_static_links(root: Path, elves: list[str], name: str, platform: str, report: VerifyReport) -> None:
+    """Each prerequisite the package's family links statically on `platform` is in some ELF file."""
+    family = family_of_package(name)
+    if family is None:
+        return
+    for prerequisite in profile(family).prerequisites_on(platform):
+        symbol = profile(prerequisite).linkage.static_symbol
+        if symbol is None:
+            continue
+        found = next((rel for rel in elves if _defines(root / rel, symbol)), None)
+        if found is None:
+            report.errors.append(
+                f"{prerequisite} is not linked: a CUDA {family} package for {platform} links it "
+                f"statically, and no ELF file defines {symbol}"
+            )
+        else:
+            report.static_links[prerequisite] = found
+
+
+def _defines(path: Path, symbol: str) -> bool:
+    try:
+        with ElfFile(path) as elf:
+            return defines_symbol(elf, symbol)
+    except (NotElf, OSError, struct.error):
+        return False
 
 
 def _is_text(full: Path) -> bool:
@@ -428,33 +472,3 @@ def _check_payloads(path: Path, rel: str, entries: tuple, report: VerifyReport) 
         problem = cubin_problem(data, entry.arch) if entry.kind == KIND_ELF else ptx_problem(data, entry.arch)
         if problem:
             report.errors.append(f"{rel}: {entry.name} payload is corrupt ({problem})")
-
-
-def cubin_problem(data: bytes, arch: int) -> str | None:
-    """Why `data` is not a well-formed cubin for `arch` (None when it is)."""
-    if len(data) < 64 or not data.startswith(b"\x7fELF") or data[4] != 2:
-        return "not a 64-bit ELF"
-    machine, flags, shoff, shentsize, shnum = (
-        struct.unpack_from("<H", data, 18)[0],
-        struct.unpack_from("<I", data, 48)[0],
-        struct.unpack_from("<Q", data, 40)[0],
-        struct.unpack_from("<H", data, 58)[0],
-        struct.unpack_from("<H", data, 60)[0],
-    )
-    if machine != EM_CUDA:
-        return f"ELF machine {machine} is not CUDA"
-    if arch not in ((flags >> 8) & 0xFF, flags & 0xFF):  # newer ABI: bits 8-15; older: bits 0-7
-        return f"cubin e_flags {flags:#x} do not say sm_{arch}"
-    if shoff + shentsize * shnum > len(data):
-        return "section headers run past the end"
-    return None
-
-
-def ptx_problem(data: bytes, arch: int) -> str | None:
-    """Why `data` is not PTX text for `arch` (None when it is)."""
-    text = data.rstrip(b"\0")
-    if b"\0" in text:
-        return "PTX text contains NUL bytes"
-    if f".target sm_{arch}".encode() not in text:
-        return f"PTX has no .target sm_{arch}"
-    return None

@@ -2,8 +2,12 @@
 // answer two ways: the scaled residual ||A x - b|| / (||A|| ||x|| n eps) and the distance to a
 // CPU solve (Gaussian elimination with partial pivoting, written out here so that the check
 // does not trust the LAPACK magma itself calls). Then magmablas_dgemm (magma's own GEMM kernel, not
-// cuBLAS: the one a CUDA-12 patch once left out of libmagma.a) against a CPU product. Prints one
-// line; exit 0 only when everything agrees.
+// cuBLAS: the one a CUDA-12 patch once left out of libmagma.a) against a CPU product. Then
+// magma_dgesdd, the routine PyTorch's magma backend calls for torch.linalg.svd: on tall, wide and
+// square matrices the singular values of jobz A (full U and VT, full_matrices=True), S (thin) and
+// N (values only) must agree, add up to the Frobenius norm (sum s_i^2 = ||A||_F^2) and, with
+// vectors, rebuild A (2.6.0 + CUDA 13.0's test_svd saw full_matrices=True values go wrong on one of
+// its CUDA paths). Prints one line; exit 0 only when everything agrees.
 #include <magma_v2.h>
 
 #include <algorithm>
@@ -48,6 +52,59 @@ static bool cpu_solve(std::vector<double> a, std::vector<double> b, long n, std:
         x[i] = s / a[i + i * n];
     }
     return true;
+}
+
+// The largest disagreement, relative to the largest singular value, between the singular values
+// of magma_dgesdd's three jobz modes, the Frobenius identity and the rebuilt A; INFINITY when a
+// call reports info != 0.
+static double svd_disagreement(magma_int_t m, magma_int_t n, std::mt19937_64& rng) {
+    std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+    const magma_int_t k = std::min(m, n);
+    std::vector<double> a(size_t(m) * n);
+    for (double& v : a) v = uniform(rng);
+    double frob2 = 0, a_max = 0;
+    for (double v : a) {
+        frob2 += v * v;
+        a_max = std::max(a_max, std::fabs(v));
+    }
+    std::vector<std::vector<double>> values;
+    double worst = 0;
+    for (magma_vec_t jobz : {MagmaAllVec, MagmaSomeVec, MagmaNoVec}) {
+        std::vector<double> work_a(a), s(k);
+        const magma_int_t ucols = jobz == MagmaAllVec ? m : k;
+        const magma_int_t ldvt = jobz == MagmaAllVec ? n : k;
+        const bool vectors = jobz != MagmaNoVec;
+        std::vector<double> u(vectors ? size_t(m) * ucols : 1), vt(vectors ? size_t(ldvt) * n : 1);
+        std::vector<magma_int_t> iwork(8 * size_t(k));
+        magma_int_t info = 0;
+        double query = 0;
+        magma_dgesdd(jobz, m, n, work_a.data(), m, s.data(), u.data(), vectors ? m : 1, vt.data(),
+                     vectors ? ldvt : 1, &query, -1, iwork.data(), &info);
+        if (info != 0) return INFINITY;
+        std::vector<double> work(std::max<size_t>(1, size_t(query)));
+        magma_dgesdd(jobz, m, n, work_a.data(), m, s.data(), u.data(), vectors ? m : 1, vt.data(),
+                     vectors ? ldvt : 1, work.data(), magma_int_t(work.size()), iwork.data(), &info);
+        if (info != 0) return INFINITY;
+        if (vectors) {  // A = U[:, :k] diag(s) VT[:k, :]
+            for (magma_int_t j = 0; j < n; ++j)
+                for (magma_int_t i = 0; i < m; ++i) {
+                    double sum = 0;
+                    for (magma_int_t l = 0; l < k; ++l) sum += u[i + l * size_t(m)] * s[l] * vt[l + j * size_t(ldvt)];
+                    worst = std::max(worst, std::fabs(sum - a[i + j * size_t(m)]) / a_max);
+                }
+        }
+        values.push_back(s);
+    }
+    const double s_max = values[0].empty() ? 1.0 : std::max(values[0][0], 1e-300);
+    for (const auto& s : values) {
+        double sum2 = 0;
+        for (magma_int_t l = 0; l < k; ++l) {
+            sum2 += s[l] * s[l];
+            worst = std::max(worst, std::fabs(s[l] - values[2][l]) / s_max);  // against values only
+        }
+        worst = std::max(worst, std::fabs(sum2 - frob2) / frob2);
+    }
+    return worst;
 }
 
 int main(int argc, char** argv) {
@@ -131,11 +188,16 @@ int main(int argc, char** argv) {
     magma_free(d_bm);
     magma_free(d_cm);
 
-    const bool ok = info == 0 && residual < 30.0 && rel_diff < 1e-6 && gemm_rel < 1e-12;
+    // SVD shapes: test_svd's small ones (12x4, 4x12, 4x4) and two past magma's CPU crossover
+    double svd_err = 0;
+    for (auto [sm, sn] : {std::pair<magma_int_t, magma_int_t>{12, 4}, {4, 12}, {4, 4}, {300, 200}, {200, 300}})
+        svd_err = std::max(svd_err, svd_disagreement(sm, sn, rng));
+
+    const bool ok = info == 0 && residual < 30.0 && rel_diff < 1e-6 && gemm_rel < 1e-12 && svd_err < 1e-10;
     std::printf("magma %d.%d.%d magma_dgesv_gpu n=%lld info=%lld scaled_residual=%.3g cpu_rel_diff=%.3g "
-                "gpu_seconds=%.4f magmablas_dgemm m=%lld rel_err=%.3g: %s\n",
+                "gpu_seconds=%.4f magmablas_dgemm m=%lld rel_err=%.3g magma_dgesdd A/S/N worst=%.3g: %s\n",
                 MAGMA_VERSION_MAJOR, MAGMA_VERSION_MINOR, MAGMA_VERSION_MICRO, (long long)n, (long long)info,
-                residual, rel_diff, seconds, (long long)m, gemm_rel, ok ? "PASS" : "FAIL");
+                residual, rel_diff, seconds, (long long)m, gemm_rel, svd_err, ok ? "PASS" : "FAIL");
     magma_free(d_a);
     magma_free(d_b);
     magma_queue_destroy(queue);

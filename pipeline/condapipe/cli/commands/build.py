@@ -9,17 +9,22 @@ never holds an unverified package. Packages land in --output-dir, which is kept 
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import click
 
-from condapipe.buildspec.settings import Settings, flag_settings
+from condapipe.buildspec.settings import Settings
 from condapipe.cli.flags import (
+    compile_cache_option,
     dependency_channels_option,
     dry_run_option,
+    engine_option,
+    force_option,
     json_option,
+    no_test_option,
+    offline_option,
     output_dir_option,
     settings_from_flags,
     spec_options,
@@ -28,12 +33,11 @@ from condapipe.cli.flags import (
 )
 from condapipe.cli.output import echo_lines
 from condapipe.engines import (
-    ENGINE_NAMES,
     recipe_formats,
 )
 from condapipe.engines.base import PACKAGE_FORMATS
 from condapipe.errors import EnvironmentProblem, UsageError
-from condapipe.plan.channels import ChannelSetup
+from condapipe.plan.build_channels import ChannelSetup
 from condapipe.value_rules import check_channel
 
 # Spec flags that mean something for a recipe directory; the rest describe a family build.
@@ -59,7 +63,7 @@ def _recipe_dir_target(target: str) -> Path | None:
 def _tool_channel(work_dir: Path, dry_run: bool) -> str:
     """`--build-tools wheels`: cmake and ninja from this Python's wheels as a local channel (offline)."""
     from condapipe.cli.output import err_console
-    from condapipe.publish.tool_channel import TOOLS, default_sources, make_tool_channel
+    from condapipe.inputchannels.tool_channel import TOOLS, default_sources, make_tool_channel
 
     channel = (work_dir / "tool-channel").absolute()
     if not dry_run:
@@ -77,13 +81,13 @@ def _tool_channel(work_dir: Path, dry_run: bool) -> str:
 def _channel_setup(
     given: tuple[str, ...], output_dir: Path, work_dir: Path, build_tools: str, offline: bool, dry_run: bool
 ) -> ChannelSetup:
-    """The build's channels (condapipe.plan.channels: defaults, -c, config, --offline), each probed."""
-    from condapipe.plan.channels import prepare_channels
+    """The build's channels (condapipe.plan.build_channels: defaults, -c, config, --offline), each probed."""
+    from condapipe.plan.build_channels import prepare_channels
 
     tool = _tool_channel(work_dir, dry_run) if build_tools == "wheels" else None
     planned: tuple[tuple[str, str], ...] = ()
     if tool and dry_run:  # a tool the real run cannot lay out stops the dry run the same way
-        from condapipe.publish.tool_channel import TOOLS, from_installed, installed_versions
+        from condapipe.inputchannels.tool_channel import TOOLS, from_installed, installed_versions
 
         planned = tuple(installed_versions(TOOLS).items())
         for name in sorted(set(TOOLS) - {n for n, _ in planned}):
@@ -98,14 +102,15 @@ def _explicit_compile_cache(settings: Settings) -> tuple[tuple[str, str], ...]:
     from condapipe.buildspec.compile_cache import resolve_compile_cache
     from condapipe.cli.output import err_console
 
-    cache = resolve_compile_cache(settings.compile_cache, os.environ)
+    cache = resolve_compile_cache(settings.compile_cache, settings.environ)
     err_console.print(f"compile cache: {cache.display}", soft_wrap=True, markup=False, highlight=False)
     return cache.env
 
 
-def _recipe_dir_cache(recipe_dir: Path, work_dir: Path) -> dict[str, str]:
+def _recipe_dir_cache(recipe_dir: Path, work_dir: Path, environ: Mapping[str, str]) -> dict[str, str]:
     """A recipe directory that passes CONDAPIPE_COMPILE_CACHE to its script gets the work dir's
-    kept cache (when ccache is on PATH), as magma and PyTorch do: an interrupted build continues."""
+    kept cache (when ccache is on PATH), as magma and PyTorch do: an interrupted build continues.
+    `environ` is the command's (Settings.environ): a cache the user set there is theirs."""
 
     from condapipe.buildspec.compile_cache import (
         ccache_runs,
@@ -114,7 +119,7 @@ def _recipe_dir_cache(recipe_dir: Path, work_dir: Path) -> dict[str, str]:
     )
 
     cache = shared_compile_cache(
-        environ=os.environ,
+        environ=environ,
         pythons=1,
         work_dir=work_dir,
         recipe_passes_it=recipe_reads_compile_cache(recipe_dir),
@@ -126,13 +131,13 @@ def _recipe_dir_cache(recipe_dir: Path, work_dir: Path) -> dict[str, str]:
     return dict(cache.env)
 
 
-def _say_kept_cache(env: dict[str, str]) -> None:
+def _say_kept_cache(env: dict[str, str], environ: Mapping[str, str]) -> None:
     """One line when condapipe chose the compile cache itself: where it is and how it goes."""
     from condapipe.buildspec.compile_cache import COMPILE_CACHE_ENV
     from condapipe.cli.output import err_console
 
     where = env.get(COMPILE_CACHE_ENV)
-    if where and where != "sccache" and COMPILE_CACHE_ENV not in os.environ:
+    if where and where != "sccache" and COMPILE_CACHE_ENV not in environ:
         err_console.print(
             f"compile cache: {where} (kept: a rerun after an interruption reuses every finished "
             "object; `condapipe clean --caches` removes it)",
@@ -145,13 +150,9 @@ def _say_kept_cache(env: dict[str, str]) -> None:
 @click.command("build")
 @click.argument("target", metavar="[PACKAGE|RECIPE_DIR]", required=False)
 @spec_options
-@click.option(
-    "--engine",
-    type=click.Choice(ENGINE_NAMES),
-    default="auto",
-    show_default=True,
-    help="auto: conda-build when `conda build` (or `conda-build`) runs here, else rattler-build; "
-    "a recipe dir with one format gets the engine that reads it.",
+@engine_option(
+    "auto: conda-build when `conda build` (or `conda-build`) runs here, else rattler-build; "
+    "a recipe dir with one format gets the engine that reads it."
 )
 @output_dir_option("Local channel the packages go into (also the first channel searched).")
 @work_dir_option("Rendered recipes, engine scratch space and build logs.")
@@ -162,11 +163,7 @@ def _say_kept_cache(env: dict[str, str]) -> None:
     "searched. Not an upload destination: that is `condapipe upload --channel/--owner ORG`."
 )
 @click.option("--override-channels", is_flag=True, help="Search only the output dir and the -c channels.")
-@click.option(
-    "--offline",
-    is_flag=True,
-    help="Search local channels only (the output dir, -c directories, the tool channel); no network.",
-)
+@offline_option("Search local channels only (the output dir, -c directories, the tool channel); no network.")
 @click.option(
     "--build-tools",
     type=click.Choice(("channels", "wheels")),
@@ -177,19 +174,17 @@ def _say_kept_cache(env: dict[str, str]) -> None:
 )
 @click.option("--package-format", type=click.Choice(PACKAGE_FORMATS), default="conda", show_default=True)
 @click.option("--compression-level", type=int, help="zstd level 1-22 for .conda, bzip2 1-9 for .tar.bz2.")
-@click.option("--no-test", is_flag=True, help="Skip the recipe's tests.")
+@no_test_option("Skip the recipe's tests.")
 @click.option(
     "--pack-from-stage",
     is_flag=True,
     help="Experimental (issue 35; rattler-build, recipes whose script ends with the staged fix): the "
     "engine packs only its metadata and condapipe writes the payload in one streaming pass.",
 )
-@click.option("--force", is_flag=True, help="Build even when `condapipe doctor` finds a blocking problem.")
-@click.option(
-    "--compile-cache",
-    metavar="DIR|redis://HOST:PORT|s3://BUCKET/PREFIX",
-    help="Compile cache: a local ccache directory, or a store sccache shares between machines "
-    "(credentials and endpoints from SCCACHE_*/AWS_* variables, never here). Config key compile_cache.",
+@force_option("Build even when `condapipe doctor` finds a blocking problem.")
+@compile_cache_option(
+    "Compile cache: a local ccache directory, or a store sccache shares between machines "
+    "(credentials and endpoints from SCCACHE_*/AWS_* variables, never here). Config key compile_cache."
 )
 @click.option(
     "--variant",
@@ -295,9 +290,10 @@ def command(
             output_dir=output_dir.absolute(),
             engine=engine,
             env=dict(cache_env),
+            environ=settings.environ,
         )
         if not cache_env:
-            _say_kept_cache(dict(checked.env))
+            _say_kept_cache(dict(checked.env), settings.environ)
         build_family(
             FamilyBuild(
                 checked.spec,
@@ -328,17 +324,21 @@ def command(
     from condapipe.cli.recipe_build import RecipeBuild, build_recipe_dir
 
     setup = _channel_setup(channels or settings.channels, output_dir, work_dir, build_tools, offline, dry_run)
-    # A family's --env goes into its recipe; a recipe directory gets it as build environment.
-    env = {**dict(cache_env), **flag_settings(spec_params).get("env", {})}
+    # What applies to a recipe dir comes from the settings, config file included (python, platform,
+    # env); a family's env goes into its recipe, a recipe directory gets it as build environment.
+    dir_spec = settings.spec_dict()
+    pythons = dir_spec.get("python") or ()
+    env = dict(cache_env)
     if not cache_env:
-        env.update(_recipe_dir_cache(recipe_dir, work_dir.absolute()))
-        _say_kept_cache(env)
+        env.update(_recipe_dir_cache(recipe_dir, work_dir.absolute(), settings.environ))
+        _say_kept_cache(env, settings.environ)
     request = RecipeBuild(
         target,
         recipe_dir,
         plan_options(env, setup),
-        pythons=tuple(spec_params.get("python") or ()),
-        platform=spec_params.get("platform") or None,
+        pythons=(pythons,) if isinstance(pythons, str) else tuple(str(p) for p in pythons),
+        platform=dir_spec.get("platform") or None,
+        env=tuple(sorted((str(k), str(v)) for k, v in (dir_spec.get("env") or {}).items())),
         variant_files=tuple(f.resolve() for f in variant_files),
         dry_run=dry_run,
         as_json=as_json,

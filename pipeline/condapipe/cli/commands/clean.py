@@ -7,12 +7,17 @@ running in the work dir holds its lock, and clean waits for nobody: it refuses.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
 
-from condapipe.cli.flags import dry_run_option, json_option, output_dir_option, work_dir_option
+from condapipe.cli.flags import (
+    command_settings,
+    dry_run_option,
+    json_option,
+    output_dir_option,
+    work_dir_option,
+)
 from condapipe.cli.output import console, print_json
 
 EXAMPLE = "condapipe clean --dry-run"
@@ -24,10 +29,9 @@ def _mib(n: int) -> str:
 
 def _protected(output_dir: Path) -> list[Path]:
     """Paths clean never removes, wherever they are: the channel, here, $HOME, a local source tree."""
-    from condapipe.buildspec.settings import resolve_settings
 
     keep = [output_dir, Path.cwd(), Path.home()]
-    source = resolve_settings(None, {}, environ=os.environ).spec_dict().get("source")
+    source = command_settings(None, {}).spec_dict().get("source")
     if isinstance(source, str) and source and "://" not in source:
         keep.append(Path(source))
     return keep

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from condapipe.buildspec.defaults import newest_upstream_cuda
 from condapipe.cli.flags import (
+    engine_option,
     json_option,
     output_dir_option,
     settings_from_flags,
@@ -28,7 +29,6 @@ from condapipe.cli.output import console, err_console, print_json
 from condapipe.cli.spec_input import machine_spec
 from condapipe.doctor import DoctorReport, Machine, find_toolkits, run_doctor
 from condapipe.doctor.run import default_target
-from condapipe.engines import ENGINE_NAMES
 
 _STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "block": "bold red"}
 
@@ -47,7 +47,7 @@ def findings_table(report: DoctorReport, title: str) -> Table:
 @click.command("doctor")
 @click.argument("package", required=False)
 @spec_options
-@click.option("--engine", type=click.Choice(ENGINE_NAMES), default="auto", show_default=True)
+@engine_option("The engine the build would use (auto: as `condapipe build` picks it).")
 @work_dir_option("Where the build would run (its free disk space is checked).")
 @output_dir_option("The channel the build would publish into (checked for being writable).")
 @json_option
@@ -59,8 +59,8 @@ def command(
     No PACKAGE (and none in condapipe.toml): the machine is checked for the default target with
     the defaults `condapipe build` would choose.
     """
-    machine = Machine.from_environ(work_dir, output_dir=output_dir)
     settings = settings_from_flags(package, params)
+    machine = Machine.from_environ(work_dir, settings.environ, output_dir=output_dir)
     name = settings.package
     if not name:
         name = default_target()

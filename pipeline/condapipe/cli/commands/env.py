@@ -14,9 +14,11 @@ import click
 
 from condapipe.cli.flags import (
     FolderPath,
+    command_settings,
     dependency_channels_option,
     dry_run_option,
     json_option,
+    offline_option,
     output_dir_option,
     work_dir_option,
 )
@@ -63,7 +65,7 @@ def _echo(line: str) -> None:
     "Channel for the packages' dependencies (name, URL or directory); repeatable. Replaces the default "
     "(conda-forge; config key channels); the output dir is always searched first."
 )
-@click.option("--offline", is_flag=True, help="Search local channels only (the output dir, -c directories).")
+@offline_option("Search local channels only (the output dir, -c directories).")
 @click.option("--no-check", is_flag=True, help="Install only; skip the family's smoke check.")
 @dry_run_option
 @json_option
@@ -86,7 +88,8 @@ def command(
     PACKAGE is a name or match spec (pytorch, "pytorch ==2.6.0"); none: what the last build in
     --work-dir made.
     """
-    from condapipe.plan.channels import channels_in_use
+    from condapipe.package.channel_order import search_order
+    from condapipe.plan.build_channels import channels_in_use
     from condapipe.plan.env_create import EnvRequest, check_prefix, install_env, record_lines, solve_env
     from condapipe.plan.smoke_check import checked_families, run_smoke_check
 
@@ -100,17 +103,13 @@ def command(
         raise UsageError(
             f"--output-dir {output_dir}: no such channel; build into it first (condapipe build …)"
         )
-    import os
 
-    from condapipe.buildspec.settings import resolve_settings
-
-    given = channels or resolve_settings(None, {}, environ=os.environ).channels  # condapipe.toml's
+    given = channels or command_settings(None, {}).channels  # condapipe.toml's
     searched, _ = channels_in_use(given, offline=offline)
-    own = str(output_dir.absolute())
     request = EnvRequest(
         prefix=prefix.absolute(),
         specs=tuple(specs),
-        channels=(own, *(c for c in searched if c != own)),
+        channels=search_order(output_dir, searched),
         cache_dir=work_dir.absolute() / "pkgs",
     )
     records = solve_env(request)

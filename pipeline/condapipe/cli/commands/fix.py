@@ -12,7 +12,14 @@ import click
 from rich.progress import Progress as RichProgress
 from rich.table import Table
 
-from condapipe.cli.flags import FolderPath, dry_run_option, json_option
+from condapipe.cli.flags import (
+    FolderPath,
+    build_prefix_option,
+    dry_run_option,
+    jobs_option,
+    json_option,
+    output_dir_option,
+)
 from condapipe.cli.output import console, err_console, print_json
 from condapipe.errors import BuildFailed, UsageError
 from condapipe.fix.fixer import FixOptions, FixReport, fix_package, fix_prefix
@@ -38,13 +45,7 @@ from condapipe.safe_paths import destination
     metavar="DIR",
     help="Extra rpath folder relative to the prefix (conda-build's build/rpaths). Repeatable.",
 )
-@click.option(
-    "--build-prefix",
-    "build_prefixes",
-    multiple=True,
-    metavar="PATH",
-    help="Absolute build prefix whose rpath entries become $ORIGIN-relative. Repeatable.",
-)
+@build_prefix_option("Absolute build prefix whose rpath entries become $ORIGIN-relative. Repeatable.")
 @click.option(
     "--vendor",
     multiple=True,
@@ -60,13 +61,8 @@ from condapipe.safe_paths import destination
     help="Force one patcher; auto edits in place when the new rpath fits.",
 )
 @click.option("--runpath", is_flag=True, help="Write DT_RUNPATH instead of the default DT_RPATH.")
-@click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, help="Parallel workers (0: all cores).")
-@click.option(
-    "-o",
-    "--output-dir",
-    type=FolderPath(file_okay=False, path_type=Path),
-    help="Write fixed packages here instead of replacing them.",
-)
+@jobs_option("Parallel workers (0: all cores).")
+@output_dir_option("Write fixed packages here instead of replacing them.", channel=False)
 @click.option("--zstd-level", type=click.IntRange(1, 22), default=19, show_default=True)
 @click.option("--threads", type=click.IntRange(min=0), default=0, help="zstd threads (0: all cores).")
 @click.option(

@@ -7,14 +7,14 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from condapipe.cli.flags import FolderPath, dry_run_option, json_option
+from condapipe.cli.flags import FolderPath, dry_run_option, force_option, json_option
 from condapipe.cli.output import console, print_json
-from condapipe.publish.channel import index_channel
+from condapipe.package.channel_index import index_channel
 
 
 @click.command("index")
 @click.argument("directory", type=FolderPath(path_type=Path, file_okay=False))
-@click.option("--force", is_flag=True, help="Re-read every package instead of only new ones.")
+@force_option("Re-read every package instead of only new ones.")
 @click.option(
     "--init", is_flag=True, help="Make DIRECTORY a channel even if it has no noarch/ or platform folder yet."
 )

@@ -8,10 +8,10 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from condapipe.buildspec.build_spec import PLATFORMS
-from condapipe.cli.flags import json_option, single_cuda_option
+from condapipe.cli.flags import json_option, settings_from_flags, single_cuda_option, target_platform_option
 from condapipe.cli.output import console, print_json
 from condapipe.errors import BuildFailed, UsageError
+from condapipe.facts.families import known_packages, profile
 from condapipe.render.patch_catalog import (
     Catalog,
     PatchEntry,
@@ -33,6 +33,21 @@ def _parse_for(text: str) -> tuple[str, str | None]:
         parse_version(version.strip())
         return name, version.strip()
     return name, None
+
+
+def _catalog_for(target: str | None, catalog_path: Path | None) -> tuple[Catalog, str | None]:
+    """The catalog and target a build of a family reads: its profile's `patches:` (libtorch builds
+    get upstream pytorch's entries; a family with an index of its own, that index); --catalog wins."""
+    if target is not None:
+        name, version = _parse_for(target)
+        if name in known_packages():
+            source = profile(name).patches
+            if not source.upstream:
+                raise UsageError(f"{name} applies no patches (its profile's `patches:` is empty)")
+            if catalog_path is None:
+                catalog_path = source.index
+            target = f"{source.upstream}=={version}" if version else source.upstream
+    return load_catalog(catalog_path), target
 
 
 def _select(
@@ -88,10 +103,35 @@ def _target(package: str | None, version: str | None, target: str | None) -> str
     return f"{package}=={version}" if version else package
 
 
-_cuda = single_cuda_option("cpu", "CUDA version of the build, or cpu.")
-_platform = click.option(
-    "--platform", type=click.Choice(PLATFORMS), default="linux-64", show_default=True, help="Target platform."
-)
+def _build(
+    package: str | None,
+    version: str | None,
+    target: str | None,
+    cuda: str | None,
+    platform: str | None,
+    board: str | None,
+) -> tuple[str | None, str, str, str | None]:
+    """The build the command is about, through the settings cascade as every command reads it: the
+    flags, else the config file's package, version, CUDA, platform and Jetson board (defaults: cpu,
+    linux-64). Returns (target, cuda, platform, board)."""
+    target = _target(package, version, target)
+    flags = {"cuda": (cuda,) if cuda else (), "platform": platform, "jetson": board}
+    settings = settings_from_flags(_parse_for(target)[0] if target else None, flags)
+    given = settings.spec_dict()
+    if target is None and settings.package:
+        target = f"{settings.package}=={given['version']}" if given.get("version") else settings.package
+    elif target is not None and "==" not in target and given.get("version"):
+        target = f"{target}=={given['version']}"
+    cudas = given.get("cuda") or ["cpu"]
+    if len(cudas) > 1:
+        raise UsageError(
+            f"patches looks at one build: give one --cuda (the config file names {' '.join(cudas)})"
+        )
+    return target, str(cudas[0]), str(given.get("platform") or "linux-64"), given.get("jetson")
+
+
+_cuda = single_cuda_option(None, "CUDA version of the build, or cpu (default: the config file's, else cpu).")
+_platform = target_platform_option("Target platform (default: the config file's, else linux-64).")
 _jetson = click.option(
     "--jetson",
     "board",
@@ -126,16 +166,16 @@ def list_cmd(
     package: str | None,
     version: str | None,
     target: str | None,
-    cuda: str,
-    platform: str,
+    cuda: str | None,
+    platform: str | None,
     board: str | None,
     catalog_path: Path | None,
     as_json: bool,
 ) -> None:
     """Show the catalog, or what applies to one build (PACKAGE --version V) and why."""
-    target = _target(package, version, target)
-    catalog = load_catalog(catalog_path)
-    entries = _select(catalog, target, cuda, platform, board)
+    target, cuda, platform, board = _build(package, version, target, cuda, platform, board)
+    catalog, selected = _catalog_for(target, catalog_path)
+    entries = _select(catalog, selected, cuda, platform, board)
     if as_json:
         print_json(
             {"for": target, "cuda": cuda, "platform": platform, "entries": [e.to_dict() for e in entries]}
@@ -170,20 +210,20 @@ def check_cmd(
     package: str | None,
     version: str | None,
     target: str | None,
-    cuda: str,
-    platform: str,
+    cuda: str | None,
+    platform: str | None,
     board: str | None,
     catalog_path: Path | None,
     as_json: bool,
 ) -> None:
     """Dry-run every applicable patch against a source tree: applies / already applied / fails."""
-    target = _target(package, version, target)
+    target, cuda, platform, board = _build(package, version, target, cuda, platform, board)
     if target is None or _parse_for(target)[1] is None:
         raise UsageError("patches check needs PACKAGE --version V (e.g. pytorch --version 1.13.0)")
     if not source.is_dir():
         raise UsageError(f"--source {source} is not a directory")
-    catalog = load_catalog(catalog_path)
-    entries = _select(catalog, target, cuda, platform, board)
+    catalog, selected = _catalog_for(target, catalog_path)
+    entries = _select(catalog, selected, cuda, platform, board)
     results = check_entries(entries, source)
     failed = [r for r in results if r.status == FAILS]
     if as_json:

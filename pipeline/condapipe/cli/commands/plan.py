@@ -15,15 +15,19 @@ from typing import Any
 import click
 
 from condapipe.cli.flags import (
+    compile_cache_option,
     dependency_channels_option,
+    engine_option,
+    force_option,
     json_option,
+    no_test_option,
+    output_option,
     settings_from_flags,
     spec_options,
     with_option,
 )
 from condapipe.cli.output import console, print_json
 from condapipe.cli.plan_text import step_groups
-from condapipe.engines import ENGINE_NAMES
 from condapipe.errors import UsageError
 from condapipe.plan.emit import FROM_REPOSITORY
 from condapipe.safe_paths import output_file
@@ -98,14 +102,12 @@ def _repository_note(install: str, target: Path | None) -> str | None:
     type=click.Choice(("github-actions", "json")),
     help="Write the plan as a CI workflow: GitHub Actions, or JSON for any other engine.",
 )
-@click.option("-o", "--output", help="File (default stdout); an existing one is replaced only with --force.")
-@click.option("--force", is_flag=True, help="Replace the --output file if it exists (never condapipe.toml).")
-@click.option("--engine", type=click.Choice(ENGINE_NAMES), help="Passed to every job's `condapipe build`.")
+@output_option("output", "File (default stdout); an existing one is replaced only with --force.")
+@force_option("Replace the --output file if it exists (never condapipe.toml).")
+@engine_option("Passed to every job's `condapipe build`.", default=None)
 @dependency_channels_option("Channel searched for dependencies, passed to every job (as `conda build -c`).")
-@click.option("--no-test", is_flag=True, help="Every job skips the recipe's tests.")
-@click.option(
-    "--compile-cache", metavar="URL", help="Every job's --compile-cache (a store all runners reach)."
-)
+@no_test_option("Every job skips the recipe's tests.")
+@compile_cache_option("Every job's --compile-cache (a store all runners reach).")
 @click.option("--runs-on", default="ubuntu-latest", show_default=True, help="Runner label of every job.")
 @click.option(
     "--runner-python", default="3.12", show_default=True, help="Python the runners install condapipe in."
@@ -180,9 +182,9 @@ def command(
     build_flags: list[str] = ["--engine", engine] if engine else []
     # Each job's channels are named: its --channel prerequisites/... would otherwise replace the
     # default conda-forge (a -c list replaces the default, as in rattler-build).
-    from condapipe.plan.channels import channel_data
+    from condapipe.plan.build_channels import dependency_channels
 
-    job_channels = channels or settings.channels or tuple(channel_data()["default_channels"])
+    job_channels = dependency_channels(channels or settings.channels)
     build_flags += [x for chan in job_channels for x in ("--channel", chan)]
     build_flags += ["--no-test"] if no_test else []
     build_flags += ["--compile-cache", compile_cache] if compile_cache else []

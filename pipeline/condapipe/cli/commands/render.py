@@ -7,7 +7,14 @@ from typing import Any
 
 import click
 
-from condapipe.cli.flags import dry_run_option, json_option, settings_from_flags, spec_options
+from condapipe.cli.flags import (
+    dry_run_option,
+    force_option,
+    json_option,
+    output_option,
+    settings_from_flags,
+    spec_options,
+)
 from condapipe.cli.output import console, print_json
 from condapipe.cli.spec_input import machine_spec
 from condapipe.errors import UsageError
@@ -17,8 +24,8 @@ from condapipe.render.recipe_dir import build_model, check_target, plan_files, r
 @click.command("render")
 @click.argument("package", required=False)
 @spec_options
-@click.option("-o", "--output", "out_dir", help="Recipe directory to write (required).")
-@click.option("--force", is_flag=True, help="Replace DIR even if it is not a previous render.")
+@output_option("out_dir", "Recipe directory to write (required).")
+@force_option("Replace DIR even if it is not a previous render.")
 @dry_run_option
 @json_option
 def command(

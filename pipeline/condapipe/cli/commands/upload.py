@@ -12,20 +12,21 @@ from pathlib import Path
 
 import click
 from rich.markup import escape
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
 from condapipe.cli.flags import (
     dry_run_option,
+    force_option,
     json_option,
     output_dir_option,
     settings_from_flags,
+    to_channel_option,
     upload_owner_option,
     work_dir_option,
 )
 from condapipe.cli.output import console, err_console, print_json
 from condapipe.errors import BuildFailed, CondapipeError, EnvironmentProblem, UsageError
-from condapipe.publish.channel import channel_dir_from_target
 from condapipe.publish.tokens import RedactingFilter, Token, resolve_token
 from condapipe.publish.upload import (
     Mode,
@@ -48,7 +49,7 @@ class _RichProgress:
 
     def __init__(self, progress: Progress) -> None:
         self._progress = progress
-        self._tasks: dict[str, int] = {}
+        self._tasks: dict[str, TaskID] = {}
 
     def start(self, basename: str, size: int) -> Callable[[int], None]:
         task = self._progress.add_task(escape(basename), total=size)
@@ -166,14 +167,12 @@ def _check_names(owner: str | None, labels: tuple[str, ...], site_url: str | Non
 @click.command("upload")
 @click.argument("packages", nargs=-1, type=click.Path(path_type=Path, dir_okay=False))
 @upload_owner_option
-@click.option(
-    "--to", "to", metavar="DIR|file://DIR", help="Local channel directory to copy into and re-index."
-)
+@to_channel_option("Local channel directory to copy into and re-index.")
 @click.option(
     "--label", "labels", multiple=True, metavar="L", help="anaconda.org label (repeatable); default main."
 )
 @click.option("--skip-existing", is_flag=True, help="Leave files already there alone, even if they differ.")
-@click.option("--force", is_flag=True, help="Replace files already there that differ from ours.")
+@force_option("Replace files already there that differ from ours.")
 @click.option(
     "--site-url",
     metavar="URL",
@@ -210,7 +209,7 @@ def command(
     ctx: click.Context,
     packages: tuple[Path, ...],
     owner: str | None,
-    to: str | None,
+    to: Path | None,
     labels: tuple[str, ...],
     skip_existing: bool,
     force: bool,
@@ -244,8 +243,6 @@ def command(
     if retry_delay != retry_delay:  # NaN passes click's range check
         raise UsageError("--retry-delay must be a number of seconds, not nan")
     _check_names(owner, labels, site_url)
-    if to is not None:
-        channel_dir_from_target(to)  # '' and / are refused before anything is read
     checked_folder(output_dir, "--output-dir")
     mode = Mode(skip_existing=skip_existing, force=force)
     debug = bool((ctx.obj or {}).get("debug"))
@@ -255,7 +252,7 @@ def command(
     site = ""
     if owner is not None:
         site = resolve_site_url(site_url, settings.upload)
-        token = resolve_token(site, token_file)  # files and the environment only: no network
+        token = resolve_token(site, token_file, settings.environ)  # files and the environment: no network
         if token is None and dry_run:  # the real run would stop here: say so now
             err_console.print(
                 "warning: no anaconda.org token is set (ANACONDA_API_TOKEN, --token-file F or "
@@ -291,6 +288,7 @@ def command(
                     blocked=blocked,
                     progress=_RichProgress(progress_ui),
                     state_dir=work_dir / "upload",  # --force journal and backups: a rerun finishes
+                    timeout=settings.upload_timeout,  # CONDAPIPE_UPLOAD_TIMEOUT, read by the settings
                 )
         else:
             outcomes, index = upload_to_directory(infos, str(to), mode=mode, dry_run=dry_run, blocked=blocked)

@@ -7,10 +7,16 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from condapipe.buildspec.arch import ArchList, parse_arch_list
-from condapipe.cli.flags import json_option, single_cuda_option
+from condapipe.cli.flags import (
+    build_prefix_option,
+    jobs_option,
+    json_option,
+    single_cuda_option,
+    target_platform_option,
+)
 from condapipe.cli.output import console, err_console, print_json
 from condapipe.errors import BuildFailed
+from condapipe.facts.arch import ArchList, parse_arch_list
 from condapipe.verify.verifier import VerifyReport, verify_package
 
 
@@ -28,13 +34,7 @@ from condapipe.verify.verifier import VerifyReport, verify_package
     "CUDA version the package targets: checks --arch against it, or supplies the default arch "
     "list of the package's family (magma's for magma-cuda*) when the package records none.",
 )
-@click.option(
-    "--build-prefix",
-    "build_prefixes",
-    multiple=True,
-    metavar="PATH",
-    help="Build prefix or work directory no file may mention. Repeatable.",
-)
+@build_prefix_option("Build prefix or work directory no file may mention. Repeatable.")
 @click.option(
     "--dep-lib",
     "dep_libs",
@@ -42,9 +42,9 @@ from condapipe.verify.verifier import VerifyReport, verify_package
     metavar="GLOB",
     help="Needed-library name a run dependency provides (beyond data/linkage.yaml). Repeatable.",
 )
-@click.option("--platform", help="Platform for the system-library allowlist (default: the package's subdir).")
+@target_platform_option("Platform for the system-library allowlist (default: the package's subdir).")
 @click.option("--deep", is_flag=True, help="Also decompress every fatbin payload and check it.")
-@click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, help="Parallel hashing (0: all cores).")
+@jobs_option("Parallel hashing (0: all cores).")
 @json_option
 def command(
     packages: tuple[Path, ...],
@@ -95,6 +95,8 @@ def _print(report: VerifyReport) -> None:
         console.print(
             f"  CUDA archs checked: {report.archs} ({report.archs_source})", markup=False, soft_wrap=True
         )
+    for prerequisite, rel in sorted(report.static_links.items()):
+        console.print(f"  {prerequisite} linked statically into {rel}", markup=False, soft_wrap=True)
     for rel, fat in sorted(report.fatbins.items()):
         archs = ", ".join([*fat["sass"], *fat["ptx"]])  # type: ignore[misc]
         console.print(f"  {rel}: {archs}", markup=False, soft_wrap=True)

@@ -2,7 +2,7 @@
 
 For machines without conda channels: `pip download numpy==2.0.1 mkl==2023.1.0 ... -d wheels/`, then
 `condapipe wheels wheels/ --to host-channel` and `condapipe build ... -c host-channel`. `python` itself
-is made as a venv of the CPython running condapipe (condapipe.publish.wheel_channel says why).
+is made as a venv of the CPython running condapipe (condapipe.inputchannels.wheel_channel says why).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from condapipe.cli.flags import FolderPath, json_option
+from condapipe.cli.flags import json_option, to_channel_option
 from condapipe.cli.output import console, print_json
 from condapipe.errors import UsageError
 
@@ -31,13 +31,7 @@ def _wheel_files(sources: tuple[Path, ...]) -> list[Path]:
 
 @click.command("wheels")
 @click.argument("sources", nargs=-1, type=click.Path(path_type=Path))
-@click.option(
-    "--to",
-    "channel",
-    required=True,
-    type=FolderPath(path_type=Path, file_okay=False),
-    help="Local channel to write the packages into (made if missing, then indexed).",
-)
+@to_channel_option("Local channel to write the packages into (made if missing, then indexed).", required=True)
 @click.option(
     "--python/--no-python",
     "with_python",
@@ -46,13 +40,14 @@ def _wheel_files(sources: tuple[Path, ...]) -> list[Path]:
     help="Also make `python` as a venv of the CPython running condapipe.",
 )
 @json_option
-def command(sources: tuple[Path, ...], channel: Path, with_python: bool, as_json: bool) -> None:
+def command(sources: tuple[Path, ...], to: Path, with_python: bool, as_json: bool) -> None:
     """Make conda packages of PyPI wheels (and of this CPython) in the local channel CHANNEL."""
-    from condapipe.publish.wheel_channel import make_wheel_channel
+    from condapipe.inputchannels.wheel_channel import make_wheel_channel
 
     wheels = _wheel_files(sources)
     if not wheels and not with_python:
         raise UsageError("no wheels given (name wheel files or folders that hold them)")
+    channel = to
     written = make_wheel_channel(channel, wheels, with_python=with_python)
     if as_json:
         print_json({"channel": str(channel.absolute()), "packages": [p.name for p in written]})

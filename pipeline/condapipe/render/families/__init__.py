@@ -1,6 +1,6 @@
 """Render builders: one module per recipe model, each exposing `build_model(spec) -> RecipeModel`.
 
-Which families exist is the spec stage's registry (condapipe.buildspec.families: recipes/families.yaml
+Which families exist is the spec stage's registry (condapipe.facts.families: recipes/families.yaml
 and each family's profile); a family's builder is the module its registry line names as `model`
 ("cuda-smoke" -> model cuda_smoke -> condapipe.render.families.cuda_smoke). `script` renders a family
 from its profile folder alone.
@@ -11,8 +11,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from condapipe.buildspec.families import profile
 from condapipe.errors import UsageError
+from condapipe.facts.families import profile
 
 
 def module_name(package: str) -> str:

@@ -17,10 +17,10 @@ import jinja2
 
 from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.buildspec.compile_cache import sccache_env_names
-from condapipe.buildspec.compile_jobs import compile_job_gib
-from condapipe.buildspec.families import family_facts, profile, recipes_dir
-from condapipe.buildspec.variant import promise_record
 from condapipe.errors import UsageError
+from condapipe.facts.compile_jobs import compile_job_gib
+from condapipe.facts.families import family_facts, profile, recipes_dir
+from condapipe.facts.promise import promise_record
 from condapipe.render.model import ALWAYS, Dep, Patch, Variants, When
 
 # A package with CPython extension modules (torch._C, torchvision._C) loads only in the Python X.Y it
@@ -58,7 +58,7 @@ def compile_cache_values(cache_key: str) -> dict[str, Any]:
 
 def per_job_mib(family: str, version: str | None) -> dict[str, int]:
     """The MiB per compile job build.sh's MAX_JOBS fallback uses, for CPU and CUDA variants: the
-    same figure doctor picks MAX_JOBS with (condapipe.buildspec.compile_jobs)."""
+    same figure doctor picks MAX_JOBS with (condapipe.facts.compile_jobs)."""
     return {
         f"per_job_mib_{kind}": round(compile_job_gib(family, version, cuda=kind == "cuda") * 1024)
         for kind in ("cpu", "cuda")
@@ -66,8 +66,8 @@ def per_job_mib(family: str, version: str | None) -> dict[str, int]:
 
 
 def family_data(family: str) -> dict[str, Any]:
-    """The facts of the family's profile (recipes/<folder>/family.yaml less its spec, rpath,
-    prerequisites and upload_rank sections): its own small facts (e.g. memory per compile job)."""
+    """The facts of the family's profile (recipes/<folder>/family.yaml less the sections other
+    stages read): its own small facts (e.g. memory per compile job)."""
     return family_facts(family)
 
 
@@ -89,28 +89,36 @@ def _when_cuda(cudas: Sequence[str], all_cudas: Sequence[str]) -> When:
     return ALWAYS if list(cudas) == list(all_cudas) else When(cuda=tuple(cudas))
 
 
-def select_catalog(spec: BuildSpec, package: str, versions: dict[str, str]) -> CatalogSelection:
-    """Apply condapipe.render.patch_catalog per CUDA variant and merge, keeping catalog order.
+def select_catalog(spec: BuildSpec, family: str, versions: dict[str, str]) -> CatalogSelection:
+    """Apply condapipe.render.patch_catalog per CUDA variant and merge, keeping catalog order: the
+    entries the family's profile names (`patches:` its upstream, in its catalog).
 
     `versions` maps each CUDA variant value to the upstream version built for it (magma's
     version depends on the CUDA; pytorch's does not).
     """
     from condapipe.render.patch_catalog import applicable, load_catalog
 
+    source = profile(family).patches
+    if not source.upstream:
+        return CatalogSelection(patches=(), env=(), env_by_cuda=())
+    catalog = load_catalog(source.index)
+    package = source.upstream
     all_cudas = list(spec.cudas)
     order: list[str] = []
     entries: dict[str, Any] = {}
     where: dict[str, list[str]] = {}
     for cuda in all_cudas:
         # board: Jetson-only entries apply to that board's builds, never to other aarch64 builds.
-        for entry in applicable(package, versions[cuda], cuda, spec.platform, board=spec.jetson):
+        for entry in applicable(
+            package, versions[cuda], cuda, spec.platform, board=spec.jetson, catalog=catalog
+        ):
             if entry.id not in entries:
                 order.append(entry.id)
                 entries[entry.id] = entry
             where.setdefault(entry.id, []).append(cuda)
     # Catalog position, not first sighting: with several CUDAs an entry that applies only to a
     # later CUDA must still land where the catalog puts it.
-    position = {entry.id: i for i, entry in enumerate(load_catalog().entries)}
+    position = {entry.id: i for i, entry in enumerate(catalog.entries)}
     order.sort(key=position.__getitem__)
     patches: list[Patch] = []
     env: list[tuple[str, str]] = []

@@ -15,9 +15,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from condapipe.buildspec import tables
 from condapipe.buildspec.build_spec import BuildSpec
 from condapipe.buildspec.compile_cache import sccache_env_names
+from condapipe.facts import tables
 from condapipe.render.families import pytorch
 from condapipe.render.families._common import (
     common_value,
@@ -78,7 +78,7 @@ def recipe_dir() -> Path:
 
 
 def has_magma(spec: BuildSpec) -> bool:
-    """Whether CUDA variants link magma on the target platform (the plan builds it first then)."""
+    """Whether CUDA variants link magma on the target platform (its profile's prerequisites)."""
     return pytorch.has_magma(spec, FAMILY)
 
 
@@ -114,7 +114,7 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         keys = [k for k in keys if k not in ("magma_package", "cuda_run_constraint")]
     rows = [{k: row[k] for k in keys} for row in full]
     # Same source tree as pytorch, so the same fixes: the catalog is keyed on "pytorch".
-    catalog = select_catalog(spec, "pytorch", {c: spec.version for c in spec.cudas})
+    catalog = select_catalog(spec, FAMILY, {c: spec.version for c in spec.cudas})
 
     env = torch_env(spec, data, catalog, magma_off="OFF")
 

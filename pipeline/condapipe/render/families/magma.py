@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from condapipe.buildspec.arch import ArchList
 from condapipe.buildspec.build_spec import BuildSpec, CudaVariant
 from condapipe.buildspec.compile_cache import sccache_env_names
 from condapipe.errors import UsageError
+from condapipe.facts.arch import ArchList
 from condapipe.render.families._common import (
     common_value,
     compile_cache_values,

@@ -1,7 +1,7 @@
 """The pytorch family: BuildSpec -> RecipeModel in the style of pytorch/builder's conda recipe.
 
 Per-version facts (pins, build command, static NCCL, mutex scheme, memory per job) come from
-pipeline/data/pytorch.yaml through condapipe.buildspec.tables.pytorch_info; every per-CUDA fact (arch
+pipeline/data/pytorch.yaml through condapipe.facts.tables.pytorch_info; every per-CUDA fact (arch
 list, nvcc flags, run constraint, magma package, cuDNN, BUILD_SPLIT_CUDA, static cuDNN) is read
 from the spec's resolved CudaVariant, never from the CUDA table. Everything that varies with the
 CUDA variant becomes a zipped variant key, so several --cuda/--python values give one recipe
@@ -18,11 +18,12 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from condapipe.buildspec import tables
 from condapipe.buildspec.build_spec import BuildSpec, CudaVariant
 from condapipe.buildspec.compile_cache import sccache_env_names
-from condapipe.buildspec.run_exports import run_spec
 from condapipe.errors import UsageError
+from condapipe.facts import tables
+from condapipe.facts.families import profile
+from condapipe.facts.run_exports import run_spec
 from condapipe.render.families._common import (
     PYTHON_RUN,
     CatalogSelection,
@@ -120,15 +121,16 @@ def platform_rows(spec: BuildSpec, rows: list[dict[str, str]]) -> list[dict[str,
 
 
 def has_magma(spec: BuildSpec, family: str = "pytorch") -> bool:
-    """Whether the target platform has magma-cudaXY packages (CUDA variants then link magma)."""
-    return spec.platform in family_data(family).get("magma_platforms", [])
+    """Whether the family's CUDA variants link magma on the target platform: its profile's
+    prerequisites name magma there (where magma-cudaXY packages exist; the plan builds it first)."""
+    return "magma" in profile(family).prerequisites_on(spec.platform)
 
 
 def missing_dso_allowlist(spec: BuildSpec, data: dict) -> tuple[str, ...]:
     """The family's allowlist, plus JetPack's libraries for a Jetson board."""
     extra: tuple[str, ...] = ()
     if spec.jetson:
-        from condapipe.buildspec.jetson import profile
+        from condapipe.facts.jetson import profile
 
         extra = profile(spec.jetson, spec.cudas[0]).system_libraries
     return tuple(data["missing_dso_allowlist"]) + extra

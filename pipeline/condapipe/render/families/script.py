@@ -2,8 +2,8 @@
 
 A registry line `{folder: <dir>, model: script}` and that folder are the whole family:
 
-    recipes/<dir>/family.yaml   the profile: spec/rpath/prerequisites/upload_rank sections, plus
-                                the facts below
+    recipes/<dir>/family.yaml   the profile: the sections recipes/families.yaml lists, plus the
+                                facts below; its `patches:` entries apply as for every family
     recipes/<dir>/build.sh      the build script body (bash; strict mode and exports come first)
     recipes/<dir>/src/          the sources, copied into the recipe dir (`spec: source: {kind: none}`)
 
@@ -25,7 +25,13 @@ from typing import Any
 
 from condapipe.buildspec.build_spec import BuildSpec, CudaVariant
 from condapipe.errors import UsageError
-from condapipe.render.families._common import family_data, family_dir, promise_extra, variant_matrix
+from condapipe.render.families._common import (
+    family_data,
+    family_dir,
+    promise_extra,
+    select_catalog,
+    variant_matrix,
+)
 from condapipe.render.model import (
     About,
     Dep,
@@ -98,6 +104,13 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         raise UsageError(f"{spec.package}: no build script {script}")
     rows = [_row(v) for v in spec.cuda_variants]
     source, sources = _source(spec, folder)
+    # The profile's `patches:` entries: source fixes and config env, as for every family.
+    catalog = select_catalog(spec, spec.package, {c: spec.version for c in spec.cudas})
+    if catalog.env_by_cuda:
+        raise UsageError(
+            f"{spec.package}: a patch catalog env that holds for some CUDAs only needs a family model"
+        )
+    source = SourceRef(**{**source.__dict__, "patches": catalog.patches})
     requirements = data.get("requirements") or {}
     return RecipeModel(
         name=spec.package,
@@ -105,6 +118,7 @@ def build_model(spec: BuildSpec) -> RecipeModel:
         build_number=spec.build_number,
         source=source,
         script=Script(
+            env=catalog.env,
             body=script.read_text(encoding="utf-8"),
             passthrough=tuple(str(n) for n in data.get("passthrough") or ()),
         ),

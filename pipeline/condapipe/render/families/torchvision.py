@@ -16,8 +16,8 @@ import dataclasses
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from condapipe.buildspec import tables
 from condapipe.buildspec.build_spec import BuildSpec, CudaVariant
+from condapipe.facts import tables
 from condapipe.render.families._common import (
     PYTHON_RUN,
     common_value,
