@@ -25,6 +25,7 @@ from condapipe.engines.base import V1_RECIPE, BuildOptions, EngineResult, log_fi
 from condapipe.engines.logs import BuildLog
 from condapipe.engines.recipe_variants import recipe_variant_file
 from condapipe.errors import BuildFailed, UsageError
+from condapipe.package import pass_record
 
 _CHILD = "condapipe.engines.rattler_build_child"
 _PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
@@ -46,6 +47,7 @@ def _collect(packages: list[Path], output_dir: Path) -> list[Path]:
         dest = output_dir / pkg.parent.name / pkg.name
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(pkg, dest)
+        pass_record.move_with(pkg, dest)  # --pack-from-stage's record of what its pass computed
         collected.append(dest)
     return collected
 

@@ -23,7 +23,7 @@ from condapipe.fix.info_records import rewrite_info
 from condapipe.fix.patchers import RPATH, Change, PatchError, apply_change
 from condapipe.fix.rpath import RpathRules, decide, rules_for, same_search_path
 from condapipe.hashing import FileDigest, hash_file
-from condapipe.package import tree_record
+from condapipe.package import pass_record, tree_record
 from condapipe.package.io import (
     CONDA,
     PackOptions,
@@ -38,6 +38,7 @@ from condapipe.package.io import (
     unpack,
     update_paths_json,
 )
+from condapipe.package.pass_record import PassRecord
 from condapipe.scratch import scratch_dir
 
 
@@ -279,6 +280,8 @@ def fix_package(
     repack_level = repack_level and is_conda
     scratch_parent = work_dir or out_path.parent
     scratch_parent.mkdir(parents=True, exist_ok=True)
+    # --pack-from-stage: paths.json's hashes were computed as the payload was packed (None: no record)
+    packed = pass_record.trusted(path)
     # removed however this ends, an interrupt mid-removal included (condapipe.scratch)
     with scratch_dir(".condapipe-fix-", scratch_parent) as scratch:
         root = unpack(path, scratch / "pkg")
@@ -329,7 +332,11 @@ def fix_package(
             report.written = "unchanged"
         report.timings["write"] = time.monotonic() - written
         if keep_tree and report.output and scratch_parent == out_path.parent:
-            tree_record.keep(root, Path(report.output))
+            # an untouched payload keeps the pass's hashes; the package's digest is taken once, here
+            carry = packed is not None and packed.payload_hashes_from_pass and not payload_changed
+            digest = tree_record.keep(root, Path(report.output), md5=carry)
+            if carry and not options.dry_run:
+                pass_record.write(Path(report.output), PassRecord(digest, payload_hashes_from_pass=True))
     report.elapsed_s = time.monotonic() - start
     return report
 

@@ -29,7 +29,9 @@ from typing import IO, Any
 import zstandard
 
 from condapipe.errors import UsageError
+from condapipe.package import pass_record
 from condapipe.package.io import PackOptions
+from condapipe.package.pass_record import PassRecord
 from condapipe.package.stage_layout import PAYLOAD, PREFIX_FILE
 
 CHUNK = 1 << 20
@@ -293,6 +295,8 @@ def pack_from_stage(package: Path, stage: Path, options: PackOptions) -> Path:
         os.replace(tmp, package)
     finally:
         tmp.unlink(missing_ok=True)
+    # paths.json's sha256/size came from the bytes as they were packed: verify need not hash them again
+    pass_record.write(package, PassRecord(digest=None, payload_hashes_from_pass=True))
     return package
 
 

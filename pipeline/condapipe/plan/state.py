@@ -22,6 +22,7 @@ from typing import Any
 from condapipe.bounded_json import loads_bounded
 from condapipe.errors import EnvironmentProblem
 from condapipe.hashing import hash_file
+from condapipe.package import pass_record
 from condapipe.plan.atomic_files import atomic_write_text
 
 STATE_FILE = "state.json"
@@ -40,7 +41,9 @@ class FileRecord:
     @classmethod
     def of(cls, path: Path) -> FileRecord:
         st = path.stat()
-        return cls(str(path), st.st_size, st.st_mtime_ns, hash_file(path).sha256)
+        known = pass_record.trusted(path)  # --pack-from-stage: the fix step hashed this very file
+        sha256 = known.digest.sha256 if known and known.digest else hash_file(path).sha256
+        return cls(str(path), st.st_size, st.st_mtime_ns, sha256)
 
     def unchanged(self) -> bool:
         """Still there with the same size and mtime (a stat, not a re-hash: reruns must be instant)."""

@@ -299,7 +299,8 @@ def verify_action(
             finally:
                 tree_record.discard(pkg)  # fix's kept tree: read once, then gone
             reports[pkg.name] = report.to_dict()
-            ctx.log.write(f"{pkg.name}: verified from the {report.read_from}")
+            hashes = " (file hashes from the packing pass)" if report.hashes_from == "packing pass" else ""
+            ctx.log.write(f"{pkg.name}: verified from the {report.read_from}{hashes}")
             for prerequisite, rel in report.static_links.items():
                 ctx.log.write(f"{pkg.name}: {prerequisite} linked statically into {rel}")
             for line in report.errors:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from condapipe.errors import UsageError
 from condapipe.hashing import CHUNK, FileDigest, hash_file
+from condapipe.package import pass_record
 from condapipe.package.channel_index import IndexResult, channel_lock, index_channel
 from condapipe.package.io import PackageInfo, package_suffix, read_index, read_package_info
 from condapipe.package.repodata import Known
@@ -130,7 +131,7 @@ def publish_packages(
             remove_stale_temp(channel_dir)
         for info in infos:
             dest = channel_dir / info.subdir / info.filename
-            digest = hash_file(info.path, md5=True)  # the one read of the package: repodata needs both
+            digest = _digest(info.path)
             outcome = _publish_one(info, dest, digest, skip_existing, force, dry_run)
             replaced = replaced or outcome.status in (Status.REPLACED, Status.WOULD_REPLACE)
             if outcome.status in (Status.UPLOADED, Status.REPLACED):
@@ -145,6 +146,15 @@ def publish_packages(
         else None
     )
     return outcomes, result
+
+
+def _digest(package: Path) -> FileDigest:
+    """sha256 + md5 + size for repodata: the one read of the package, or none where the pass that
+    wrote it hashed it and it is still that file (--pack-from-stage, condapipe.package.pass_record)."""
+    known = pass_record.trusted(package)
+    if known is not None and known.digest is not None and known.digest.md5:
+        return known.digest
+    return hash_file(package, md5=True)
 
 
 def _publish_one(

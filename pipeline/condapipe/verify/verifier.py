@@ -43,8 +43,8 @@ from condapipe.errors import UsageError
 from condapipe.facts.arch import ArchList
 from condapipe.facts.families import family_of_package, profile, profiles
 from condapipe.facts.promise import package_promise
-from condapipe.hashing import hash_file
-from condapipe.package import tree_record
+from condapipe.hashing import FileDigest, hash_file
+from condapipe.package import pass_record, tree_record
 from condapipe.package.io import (
     load_index,
     load_paths_json,
@@ -74,6 +74,9 @@ class VerifyReport:
     archs_source: str | None = None  # where that list came from
     static_links: dict[str, str] = field(default_factory=dict)  # prerequisite -> the ELF it is in
     read_from: str = "package"  # "package" (unpacked), "kept tree" (fix's, same bytes) or "folder"
+    # "read": every payload file hashed here; "packing pass": paths.json's hashes were computed from
+    # these very bytes as they were packed (--pack-from-stage, condapipe.package.pass_record)
+    hashes_from: str = "read"
 
     @property
     def ok(self) -> bool:
@@ -142,9 +145,14 @@ def verify_package(
     """
     path = Path(path)
 
+    # --pack-from-stage: a package still as its pass wrote it need not have its payload hashed again
+    known = None if path.is_dir() else pass_record.trusted(path)
+    hashes_known = known is not None and known.payload_hashes_from_pass
+
     def checks(root: Path) -> VerifyReport:
         return verify_tree(
             root,
+            hashes_known=hashes_known,
             archs=archs,
             cuda=cuda,
             build_prefixes=build_prefixes,
@@ -190,8 +198,11 @@ def verify_tree(
     jobs: int = 0,
     name: str | None = None,
     cuda: str | None = None,
+    hashes_known: bool = False,
 ) -> VerifyReport:
-    """Verify an unpacked package folder (it must hold info/index.json and info/paths.json)."""
+    """Verify an unpacked package folder (it must hold info/index.json and info/paths.json).
+    `hashes_known`: the folder holds exactly the payload bytes paths.json's hashes were computed
+    from (the packing pass's record): sizes are compared, contents not hashed again."""
     report = VerifyReport(package=name or str(root))
     index = load_index(root)
     try:
@@ -202,7 +213,7 @@ def verify_tree(
     platform = platform or index.get("subdir") or "linux-64"
     workers = jobs if jobs > 0 else (os.cpu_count() or 1)
     paths = load_paths_json(root)["paths"]
-    _check_hashes(root, paths, report, workers)
+    _check_hashes(root, paths, report, workers, hashes_known)
     placeholders = {e["_path"]: e["prefix_placeholder"] for e in paths if e.get("prefix_placeholder")}
     broken: list[str] = []
     elves = elf_files(root, broken)
@@ -249,7 +260,9 @@ def _archs_to_check(
 # -- individual checks --------------------------------------------------------------------
 
 
-def _check_hashes(root: Path, paths: list[dict], report: VerifyReport, workers: int) -> None:
+def _check_hashes(
+    root: Path, paths: list[dict], report: VerifyReport, workers: int, hashes_known: bool = False
+) -> None:
     listed = {e["_path"] for e in paths}
     to_hash = []
     for entry in paths:
@@ -266,8 +279,12 @@ def _check_hashes(root: Path, paths: list[dict], report: VerifyReport, workers: 
             report.errors.append(f"{rel}: listed in paths.json but missing from the package")
         else:
             to_hash.append(entry)
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        digests = list(pool.map(lambda e: hash_file(root / e["_path"]), to_hash))
+    if hashes_known:  # the recorded sha256 with each file's size as it is here: a stat, no read
+        digests = [FileDigest(str(e.get("sha256", "")), (root / e["_path"]).stat().st_size) for e in to_hash]
+        report.hashes_from = "packing pass"
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            digests = list(pool.map(lambda e: hash_file(root / e["_path"]), to_hash))
     for entry, digest in zip(to_hash, digests, strict=True):
         rel = entry["_path"]
         sha, size = digest.sha256, digest.size
