@@ -19,8 +19,13 @@ import rattler
 
 
 async def _create(prefix: Path, channels: list[Path], specs: list[str], cache: Path) -> list[str]:
+    # Specs are read as conda reads them (MatchSpec's lenient parse, as condapipe's resolve does):
+    # "torchvision 0.21.0" and an exact pin with a dotted build string both solve; the solver's own
+    # string parse is strict and refuses them.
     records = await rattler.solve(
-        [rattler.Channel(str(c.resolve())) for c in channels], specs, platforms=["linux-64", "noarch"]
+        [rattler.Channel(str(c.resolve())) for c in channels],
+        [rattler.MatchSpec(spec) for spec in specs],
+        platforms=["linux-64", "noarch"],
     )
     await rattler.install(records, prefix, cache_dir=cache, show_progress=False)
     return sorted(f"{r.name.normalized}={r.version}={r.build}" for r in records)

@@ -114,6 +114,17 @@ for line in (stage / "call00" / "MANIFEST.txt").read_text().splitlines():
 print("joined", count, "files of", " ".join(sorted(kinds)))
 PY
 }
+# PyTorch's test tools (pytest, hypothesis, expecttest, xdist) from the carried host wheels, once
+test_site() {
+    [ -f "$base/testsite/.done" ] && return 0
+    rm -rf "$base/testsite"
+    "$py" -m pip install -q --no-index --no-deps --no-compile --target "$base/testsite" \
+        "$files"/host/pytest-*.whl "$files"/host/pluggy-*.whl "$files"/host/iniconfig-*.whl \
+        "$files"/host/packaging-*.whl "$files"/host/hypothesis-*.whl "$files"/host/attrs-*.whl \
+        "$files"/host/sortedcontainers-*.whl "$files"/host/expecttest-*.whl \
+        "$files"/host/pytest_xdist-*.whl "$files"/host/execnet-*.whl "$files"/host/psutil-*.whl
+    touch "$base/testsite/.done"
+}
 # condapipe as this run installs it: a copy of this tree, the refusal lifted only on request
 install_condapipe() {
     rm -rf "$base/condapipe-src" && mkdir -p "$base/condapipe-src"
@@ -478,10 +489,17 @@ spare)  # after a failed magma build (its package test: GPU solve and SVD checks
         tee -a "$base/machine.txt" >&2
     echo "-c $base/magma-spare"
     ;;
-svd)  # every CUDA SVD path (backend x driver x dtype x full_matrices) against the CPU's values
+svd)  # every CUDA SVD path against the CPU, test_svd's own loop replayed, then test_svd alone
     cd /tmp
-    env -u PYTHONPATH -u LD_LIBRARY_PATH timeout 300 "$base/fresh/bin/python" "$root/scripts/pytorch_svd_backends_check.py" \
-        2>&1 | tee "$out/svd-paths.txt" || true
+    mkdir -p "$out"
+    env -u PYTHONPATH -u LD_LIBRARY_PATH timeout 600 "$base/fresh/bin/python" "$root/scripts/pytorch_svd_backends_check.py" \
+        2>&1 | tee "$out/svd-paths.txt" | grep -v '^path .*: ok$' || true
+    # test_svd alone, outside the 16 workers' mix of the second hold's run
+    test_site
+    (cd "$base/src/test" && PYTHONPATH=$base/testsite timeout 300 env -u LD_LIBRARY_PATH "$base/fresh/bin/python" \
+        -m pytest --noconftest -p no:cacheprovider -q -o addopts= test_linalg.py -k "test_svd_cuda" \
+        --junitxml="$out/test-svd-alone.xml" >"$out/test-svd-alone.log" 2>&1) || true
+    tail -3 "$out/test-svd-alone.log"
     ;;
 bring)  # the built pytorch package back in 15 MiB pieces, 4 a call (64 MiB comes back a call): `bring 0`, `bring 1`, ... (cat in order)
     pkg=$(ls "$base"/channel/linux-64/pytorch-*.conda | head -1)
@@ -494,12 +512,7 @@ bring)  # the built pytorch package back in 15 MiB pieces, 4 a call (64 MiB come
 tests)  # 2.6.0's own tests on the GPU, cut at SECONDS; counts from the junit files
     budget=${2:-420}
     src=$base/src/test
-    rm -rf "$base/testsite"
-    "$py" -m pip install -q --no-index --no-deps --no-compile --target "$base/testsite" \
-        "$files"/host/pytest-*.whl "$files"/host/pluggy-*.whl "$files"/host/iniconfig-*.whl \
-        "$files"/host/packaging-*.whl "$files"/host/hypothesis-*.whl "$files"/host/attrs-*.whl \
-        "$files"/host/sortedcontainers-*.whl "$files"/host/expecttest-*.whl \
-        "$files"/host/pytest_xdist-*.whl "$files"/host/execnet-*.whl "$files"/host/psutil-*.whl
+    test_site
     cd "$src"
     mkdir -p "$out"
     s=$(t0)

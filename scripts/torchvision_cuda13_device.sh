@@ -174,7 +174,7 @@ env40)  # a fresh environment from the channels with torchvision; the GPU checks
         rm -rf "$fresh"
         "$py" "$root/scripts/fresh_env.py" "$fresh" --channel "$base/channel" --channel "$base/host-channel" \
             --channel "$base/cuda-channel" --channel "$base/standin-channel" --channel "$base/vision-channel" \
-            "torchvision $vision_version" | tee "$out/fresh-env-40.txt"
+            "torchvision ==$vision_version" | tee "$out/fresh-env-40.txt"
         FRESH_PYTHON=$fresh/bin/python
     fi
     mkdir -p "$out"
