@@ -29,10 +29,11 @@ from typing import IO, Any
 import zstandard
 
 from condapipe.errors import UsageError
+from condapipe.hashing import hash_file
 from condapipe.package import pass_record
 from condapipe.package.io import PackOptions
 from condapipe.package.pass_record import PassRecord
-from condapipe.package.stage_layout import PAYLOAD, PREFIX_FILE
+from condapipe.package.stage_layout import FIX_RECORD, PAYLOAD, PREFIX_FILE
 
 CHUNK = 1 << 20
 # rendered_recipe.yaml keys under `build:` whose effect on the payload condapipe does not reproduce
@@ -295,9 +296,30 @@ def pack_from_stage(package: Path, stage: Path, options: PackOptions) -> Path:
         os.replace(tmp, package)
     finally:
         tmp.unlink(missing_ok=True)
-    # paths.json's sha256/size came from the bytes as they were packed: verify need not hash them again
-    pass_record.write(package, PassRecord(digest=None, payload_hashes_from_pass=True))
+    # paths.json's sha256/size came from the bytes as they were packed: verify need not hash them
+    # again; the package's own digest (sha256 + md5: repodata's), read once here while the file is
+    # still in the page cache, is what the plan's fingerprint, a fix step that only places the
+    # package, and publish take; the staged fix's record of what it fixed in this payload goes along
+    pass_record.write(
+        package,
+        PassRecord(
+            hash_file(package, md5=True), payload_hashes_from_pass=True, staged_fix=_fix_record(stage)
+        ),
+    )
     return package
+
+
+def _fix_record(stage: Path) -> dict[str, Any] | None:
+    """What the staged fix recorded beside the payload it moved (condapipe.fix.stage_out.record_fix),
+    or None (none, or not a JSON object: the fix step then checks every file itself)."""
+    path = stage / FIX_RECORD
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_bytes())
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _copy_entry(entry: zipfile.ZipInfo) -> zipfile.ZipInfo:

@@ -210,6 +210,7 @@ def fix_action(build_step: str, family: str | None, options: PlanOptions) -> Act
     def run(ctx: StepContext) -> StepOutcome:
         from condapipe.fix.fixer import fix_package_file
         from condapipe.package.io import PackOptions
+        from condapipe.plan.code_inputs import staged_fix_digest
 
         fmt, level = final_compression(options)
         pack = PackOptions(zstd_level=level) if fmt == "conda" else PackOptions(bz2_level=level)
@@ -232,15 +233,19 @@ def fix_action(build_step: str, family: str | None, options: PlanOptions) -> Act
                 repack_level=repack_level,
                 keep_tree=True,  # the verify step reads it instead of unpacking the package again
                 records_work_dir=options.work_dir,  # the package never names condapipe's work dir
+                # --pack-from-stage: a payload the staged fix of this code fixed is not unpacked
+                staged_code=staged_fix_digest(),
             )
             changed = len(report.changed)
             phases = ", ".join(f"{k} {v:.1f} s" for k, v in report.timings.items())
+            where = " by the staged fix before packing (not unpacked)" if report.fixed_in_stage else ""
             ctx.log.write(
-                f"fixed {pkg.name}: {changed} ELF files rewritten, {len(report.vendored)} vendored; "
+                f"fixed {pkg.name}: {changed} ELF files rewritten{where}, {len(report.vendored)} vendored; "
                 f"{report.written} ({fmt} level {level}); {phases}"
             )
             summaries[pkg.name] = {
                 "changed": changed,
+                "fixed_in_stage": report.fixed_in_stage,
                 "vendored": len(report.vendored),
                 "written": report.written,
                 "timings": {k: round(v, 3) for k, v in report.timings.items()},

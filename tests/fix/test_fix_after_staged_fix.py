@@ -1,0 +1,237 @@
+"""--pack-from-stage: the fix step does not unpack a payload the staged fix already fixed.
+
+Why a user cares: at 3.4 GB, unpacking the package again only to find that every ELF file is
+already right was most of the fix step (14.9 of 18.8 s on 16 cores), time the build waits for
+after the one compression pass. The staged fix records what it fixed and with which rules and
+code; the packing pass carries that record with the package. While the package is still the file
+the pass wrote, and the fix step would apply the same rules with the same code, it places the
+package into its output (a hard link) and reports what the staged fix did; verify then reads the
+package itself once. A package changed after the pass, or a record of other rules or code, is
+unpacked and checked as before. Reads are counted by /proc/self/io `rchar`; real rattler-build,
+gcc and patchelf, nothing stubbed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from elfkit import LIB_SRC, gcc_shared, readelf_dynamic
+
+from condapipe.engines import BuildOptions, RattlerBuildEngine
+from condapipe.fix.fixer import FileFix, FixReport, fix_package_file
+from condapipe.fix.stage_out import record_fix
+from condapipe.fix.staged import staged_options, write_launcher
+from condapipe.hashing import hash_file
+from condapipe.package import pass_record
+from condapipe.package.channel_index import ensure_channel
+from condapipe.package.io import PackOptions, pack, unpack
+from condapipe.package.stage_layout import FIX_RECORD, PAYLOAD
+from condapipe.plan.code_inputs import staged_fix_digest
+from condapipe.render.model import STAGED_FIX_ENV
+from condapipe.verify.verifier import verify_package
+
+BLOB = 8_000_000  # random bytes: incompressible, so every read of the payload shows in rchar
+LEVEL = PackOptions(zstd_level=3)
+
+RECIPE = f"""\
+package:
+  name: stagedfix
+  version: 1.0.0
+build:
+  number: 0
+  script:
+    env:
+      CONDAPIPE_STAGED_FIX: ${{{{ env.get("CONDAPIPE_STAGED_FIX", default="") }}}}
+    content:
+      - mkdir -p $PREFIX/lib $PREFIX/share/stagedfix
+      - printf 'int f(void){{return 1;}}\\n' > f.c
+      - gcc -shared -fPIC f.c -o $PREFIX/lib/libf.so -Wl,-rpath,$PREFIX/lib
+      - head -c {BLOB} /dev/urandom > $PREFIX/share/stagedfix/blob.bin
+      - 'if [ -n "${{CONDAPIPE_STAGED_FIX:-}}" ]; then "$CONDAPIPE_STAGED_FIX" --prefix "$PREFIX"; fi'
+  dynamic_linking:
+    binary_relocation: ${{{{ env.get("CONDAPIPE_STAGED_FIX", default="") == "" }}}}
+"""
+
+
+def rchar() -> int:
+    """Bytes this process has read so far (every thread, page cache included)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+def rpath_of(path: Path) -> str:
+    (line,) = [entry for entry in readelf_dynamic(path) if "RPATH" in entry or "RUNPATH" in entry]
+    return line.split("[", 1)[1].rstrip("]")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A package built with --pack-from-stage (the staged fix ran in its build script), and the
+    work dir its build used."""
+    tmp = tmp_path_factory.mktemp("stagedfix")
+    recipe = tmp / "recipe" / "stagedfix"
+    recipe.mkdir(parents=True)
+    (recipe / "recipe.yaml").write_text(RECIPE)
+    launcher = write_launcher(tmp / "bin")
+    assert launcher is not None
+    options = BuildOptions(
+        output_dir=tmp / "engine-out",
+        work_dir=tmp / "work",
+        run_tests=False,
+        compression_level=3,
+        env=((STAGED_FIX_ENV, str(launcher)),),
+        pack_from_stage=True,
+    )
+    ensure_channel(options.output_dir)
+    (package,) = RattlerBuildEngine().build(recipe, options).packages
+    return package, options.work_dir
+
+
+def copy_with_record(package: Path, dest_dir: Path) -> Path:
+    """The engine's package and its pass record, hard-linked (still the file its pass wrote)."""
+    dest_dir.mkdir(parents=True)
+    dest = dest_dir / package.name
+    os.link(package, dest)
+    os.link(pass_record.record_path(package), pass_record.record_path(dest))
+    return dest
+
+
+def fix(
+    package: Path, out_dir: Path, *, staged: bool, work_dir: Path | None = None, **kw: object
+) -> FixReport:
+    """As the plan's fix step calls it (`staged`: with this code's staged fix digest)."""
+    return fix_package_file(
+        package,
+        output_dir=out_dir,
+        keep_tree=True,
+        pack_options=LEVEL,
+        records_work_dir=work_dir,
+        staged_code=staged_fix_digest() if staged else None,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_the_pass_record_says_what_the_staged_fix_did(built: tuple[Path, Path]) -> None:
+    package, _work = built
+    record = pass_record.trusted(package)
+    assert record is not None and record.payload_hashes_from_pass and record.staged_fix is not None
+    assert record.digest == hash_file(package, md5=True)  # hashed once by the packing pass
+    (libf,) = record.staged_fix["files"]
+    assert libf["path"] == "lib/libf.so" and libf["new_rpath"] == "$ORIGIN" and libf["patcher"]
+
+
+def test_the_fix_step_places_the_package_without_reading_its_payload(
+    built: tuple[Path, Path], tmp_path: Path
+) -> None:
+    package = copy_with_record(built[0], tmp_path / "in")
+    code = staged_fix_digest()  # the plan computes it once (it reads condapipe's source)
+    before = rchar()
+    report = fix_package_file(
+        package, output_dir=tmp_path / "out", keep_tree=True, pack_options=LEVEL, staged_code=code
+    )
+    read = rchar() - before
+
+    assert read < BLOB // 2, f"the fix step read {read} bytes"
+    out = Path(str(report.output))
+    assert report.fixed_in_stage and report.written == "linked" and "unpack" not in report.timings
+    assert out.stat().st_ino == package.stat().st_ino  # the same file: nothing written
+    assert [(f.path, f.new_rpath) for f in report.changed] == [("lib/libf.so", "$ORIGIN")]  # the staged fix's
+    carried = pass_record.trusted(out)
+    assert carried is not None and carried.digest == hash_file(out, md5=True)
+
+    # verify needs no tree of fix's: it reads the package once and takes the pass's file hashes
+    before = rchar()
+    checked = verify_package(out)
+    assert checked.ok, checked.errors
+    assert (checked.read_from, checked.hashes_from) == ("package", "packing pass")
+    assert rchar() - before < 2 * out.stat().st_size + BLOB // 2
+
+
+@pytest.mark.parametrize("records", [False, True], ids=["info-untouched", "info-names-the-work-dir"])
+def test_the_result_is_the_old_paths_for_the_same_package(
+    built: tuple[Path, Path], tmp_path: Path, records: bool
+) -> None:
+    package, work = built
+    work_dir = work if records else None
+    old = fix(copy_with_record(package, tmp_path / "a"), tmp_path / "old", staged=False, work_dir=work_dir)
+    new = fix(copy_with_record(package, tmp_path / "b"), tmp_path / "new", staged=True, work_dir=work_dir)
+
+    assert not old.fixed_in_stage and "unpack" in old.timings and new.fixed_in_stage
+    assert not old.changed  # the old path finds every ELF file already right: the staged fix ran
+    old_out, new_out = Path(str(old.output)), Path(str(new.output))
+    assert hash_file(old_out, md5=True) == hash_file(new_out, md5=True)
+    # the old path copies an untouched package where the new one links it; both rewrite the info
+    # member alone (the payload's zstd stream copied) when the records name the work dir
+    assert (old.written, new.written) == (("info-rewritten",) * 2 if records else ("copied", "linked"))
+    assert [f.path for f in old.files] == [f.path for f in new.files] == ["lib/libf.so"]
+    old_rec, new_rec = pass_record.trusted(old_out), pass_record.trusted(new_out)
+    assert old_rec is not None and new_rec is not None and old_rec.digest == new_rec.digest
+
+
+def test_a_package_changed_after_the_pass_is_unpacked_and_fixed_as_before(
+    built: tuple[Path, Path], tmp_path: Path
+) -> None:
+    package = copy_with_record(built[0], tmp_path / "in")
+    # the library's build-machine rpath put back, packed into the same file (same inode)
+    root = unpack(package, tmp_path / "u")
+    lib = root / "lib" / "libf.so"
+    subprocess.run(
+        ["patchelf", "--force-rpath", "--set-rpath", "/opt/build-machine/lib", str(lib)], check=True
+    )
+    changed = pack(root, tmp_path / "repacked" / package.name, LEVEL).read_bytes()
+    with package.open("r+b") as fh:
+        fh.write(changed)
+        fh.truncate(len(changed))
+    assert pass_record.trusted(package) is None
+
+    report = fix(package, tmp_path / "out", staged=True)
+
+    assert not report.fixed_in_stage and "unpack" in report.timings and report.written == "repacked"
+    assert [(f.path, f.old_rpath, f.new_rpath) for f in report.changed] == [
+        ("lib/libf.so", "/opt/build-machine/lib", "$ORIGIN")
+    ]
+    fixed = unpack(Path(str(report.output)), tmp_path / "fixed")
+    assert rpath_of(fixed / "lib" / "libf.so") == "$ORIGIN"
+
+
+@pytest.mark.parametrize(
+    "other",
+    [{"staged_code": "0" * 64}, {"extra_rpaths": ("lib/extra",)}],
+    ids=["other-code", "other-rules"],
+)
+def test_a_record_of_another_fix_is_not_taken(
+    built: tuple[Path, Path], tmp_path: Path, other: dict[str, object]
+) -> None:
+    package = copy_with_record(built[0], tmp_path / "in")
+    report = fix_package_file(
+        package,
+        output_dir=tmp_path / "out",
+        pack_options=LEVEL,
+        **{"staged_code": staged_fix_digest(), **other},
+    )  # type: ignore[arg-type]
+    assert not report.fixed_in_stage and "unpack" in report.timings
+
+
+def test_a_payload_file_the_staged_fix_did_not_check_leaves_no_record(tmp_path: Path) -> None:
+    # a hard link of a fixed library whose patcher wrote a new file keeps the old bytes under the
+    # other name: the staged fix checked one name per file, so it cannot vouch for the payload
+    stage = tmp_path / "stage"
+    payload = stage / PAYLOAD / "lib"
+    gcc_shared(payload / "libf.so", LIB_SRC, rpath="$ORIGIN")
+    shutil.copy2(payload / "libf.so", payload / "libf-alias.so")
+    report = FixReport(
+        target=str(stage), dry_run=False, files=[FileFix("lib/libf.so", "$ORIGIN", "$ORIGIN", "rpath")]
+    )
+    options = staged_options("default")
+
+    assert record_fix(stage, report, options, "code") is None
+    assert not (stage / FIX_RECORD).exists()
+
+    report.files.append(FileFix("lib/libf-alias.so", "$ORIGIN", "$ORIGIN", "rpath"))
+    assert record_fix(stage, report, options, "code") == stage / FIX_RECORD
