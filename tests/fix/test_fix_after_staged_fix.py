@@ -28,7 +28,8 @@ from condapipe.fix.staged import staged_options, write_launcher
 from condapipe.hashing import hash_file
 from condapipe.package import pass_record
 from condapipe.package.channel_index import ensure_channel
-from condapipe.package.io import PackOptions, pack, unpack
+from condapipe.package.info_records import RENDERED, WORK_DIR_NAME
+from condapipe.package.io import PackOptions, pack, read_info_file, unpack
 from condapipe.package.stage_layout import FIX_RECORD, PAYLOAD
 from condapipe.plan.code_inputs import staged_fix_digest
 from condapipe.render.model import STAGED_FIX_ENV
@@ -118,12 +119,15 @@ def fix(
 
 
 def test_the_pass_record_says_what_the_staged_fix_did(built: tuple[Path, Path]) -> None:
-    package, _work = built
+    package, work = built
     record = pass_record.trusted(package)
     assert record is not None and record.payload_hashes_from_pass and record.staged_fix is not None
     assert record.digest == hash_file(package, md5=True)  # hashed once by the packing pass
     (libf,) = record.staged_fix["files"]
     assert libf["path"] == "lib/libf.so" and libf["new_rpath"] == "$ORIGIN" and libf["patcher"]
+    # the info records the pass wrote name no folder of condapipe's work dir
+    assert str(work.resolve()) not in read_info_file(package, RENDERED).decode()
+    assert WORK_DIR_NAME in read_info_file(package, RENDERED).decode()
 
 
 def test_the_fix_step_places_the_package_without_reading_its_payload(
@@ -153,12 +157,14 @@ def test_the_fix_step_places_the_package_without_reading_its_payload(
     assert rchar() - before < 2 * out.stat().st_size + BLOB // 2
 
 
-@pytest.mark.parametrize("records", [False, True], ids=["info-untouched", "info-names-the-work-dir"])
+@pytest.mark.parametrize("records", ["none", "work-dir", "named-dir"])
 def test_the_result_is_the_old_paths_for_the_same_package(
-    built: tuple[Path, Path], tmp_path: Path, records: bool
+    built: tuple[Path, Path], tmp_path: Path, records: str
 ) -> None:
     package, work = built
-    work_dir = work if records else None
+    # the work dir: the packing pass already wrote records that do not name it; a folder the
+    # records do name (the one holding the engine's output channel): both paths rewrite them
+    work_dir = {"none": None, "work-dir": work, "named-dir": work.parent}[records]
     old = fix(copy_with_record(package, tmp_path / "a"), tmp_path / "old", staged=False, work_dir=work_dir)
     new = fix(copy_with_record(package, tmp_path / "b"), tmp_path / "new", staged=True, work_dir=work_dir)
 
@@ -166,9 +172,10 @@ def test_the_result_is_the_old_paths_for_the_same_package(
     assert not old.changed  # the old path finds every ELF file already right: the staged fix ran
     old_out, new_out = Path(str(old.output)), Path(str(new.output))
     assert hash_file(old_out, md5=True) == hash_file(new_out, md5=True)
-    # the old path copies an untouched package where the new one links it; both rewrite the info
-    # member alone (the payload's zstd stream copied) when the records name the work dir
-    assert (old.written, new.written) == (("info-rewritten",) * 2 if records else ("copied", "linked"))
+    # an untouched package: the old path copies it, the new one links it; records to rewrite: both
+    # rewrite the info member alone, the payload's zstd stream copied
+    rewritten = records == "named-dir"
+    assert (old.written, new.written) == (("info-rewritten",) * 2 if rewritten else ("copied", "linked"))
     assert [f.path for f in old.files] == [f.path for f in new.files] == ["lib/libf.so"]
     old_rec, new_rec = pass_record.trusted(old_out), pass_record.trusted(new_out)
     assert old_rec is not None and new_rec is not None and old_rec.digest == new_rec.digest

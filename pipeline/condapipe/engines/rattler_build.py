@@ -226,7 +226,7 @@ def pack_staged_payload(built: list[Path], stage: Path, options: BuildOptions, l
         raise BuildFailed("pack_from_stage packs one .conda per build", log_path=str(log_path))
     pack = PackOptions(zstd_level=options.compression_level or DEFAULT_ZSTD_LEVEL)
     started = time.monotonic()
-    pack_from_stage(built[0], stage, pack)
+    pack_from_stage(built[0], stage, pack, records_work_dir=options.work_dir)  # never named in info/
     with log_path.open("a", encoding="utf-8") as log:  # after the engine's own lines
         log.write(
             f"condapipe: packed the staged payload into {built[0].name} "

@@ -20,11 +20,11 @@ from typing import Any
 from condapipe.elf.reader import DT_RPATH, DT_RUNPATH, ElfFile, is_elf
 from condapipe.elf.scan import elf_files
 from condapipe.errors import BuildFailed, UsageError
-from condapipe.fix.info_records import ABOUT, RENDERED, rewrite_info
 from condapipe.fix.patchers import RPATH, Change, PatchError, apply_change
 from condapipe.fix.rpath import RpathRules, decide, rules_for, same_search_path
 from condapipe.hashing import FileDigest, hash_file
 from condapipe.package import pass_record, tree_record
+from condapipe.package.info_records import ABOUT, RENDERED, rewrite_info, rewrite_records
 from condapipe.package.io import (
     CONDA,
     PackOptions,
@@ -292,7 +292,7 @@ def fix_package(
     With `keep_tree` the unpacked tree the output holds stays beside it
     (condapipe.package.tree_record), so verify need not unpack the same bytes again. With
     `records_work_dir` (condapipe's work dir) the package's info records stop naming it
-    (condapipe.fix.info_records).
+    (condapipe.package.info_records).
 
     `staged_code` (condapipe.plan.code_inputs.staged_fix_digest of this code): a package whose pass
     record (condapipe.package.pass_record, --pack-from-stage) says the staged fix ran on exactly the
@@ -318,7 +318,6 @@ def fix_package(
             path,
             out_path,
             packed,
-            scratch_parent,
             pack_options=pack_options,
             progress=progress,
             repack_level=repack_level,
@@ -414,23 +413,10 @@ def _staged_report(path: Path, staged: dict[str, Any]) -> FixReport:
     return report
 
 
-def _info_records(path: Path, root: Path) -> Path:
-    """The info records condapipe.fix.info_records rewrites, read from the package's small info
-    member into `root`/info (the payload is not read)."""
-    names = info_names(path)
-    for name in (ABOUT, RENDERED):
-        if name in names:
-            dest = root / name
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(read_info_file(path, name))
-    return root
-
-
 def fix_staged_package(
     path: Path,
     out_path: Path,
     packed: PassRecord,
-    scratch_parent: Path,
     *,
     pack_options: PackOptions | None,
     progress: Progress | None,
@@ -451,25 +437,24 @@ def fix_staged_package(
     package_info_from_index(read_index(path), path)  # a conda package, whose name a channel accepts
     report = _staged_report(path, staged)
     level = (pack_options or PackOptions()).zstd_level if repack_level else None
-    with scratch_dir(".condapipe-fix-", scratch_parent) as scratch:
-        root = _info_records(path, scratch / "pkg") if records_work_dir else scratch
-        info = rewrite_info(root, records_work_dir, level) if records_work_dir else []
-        report.timings["read info"] = time.monotonic() - start
-        written = time.monotonic()
-        if keep_tree:
-            tree_record.discard(out_path)  # an earlier run's tree is not this package's
-        if repack_level or info:
-            replaced = {name: (root / name).read_bytes() for name in info}
-            recompress(
-                path, out_path, pack_options, progress=progress, info_files=replaced, payload=repack_level
-            )
-            report.written = "recompressed" if repack_level else "info-rewritten"
-            digest = hash_file(out_path, md5=True)
-        elif out_path != path:
-            report.written = _link_or_copy(path, out_path)
-            digest = known
-        else:
-            report.written, digest = "unchanged", known
+    replaced: dict[str, bytes] = {}
+    if records_work_dir:  # read from the small info member only (the payload is not read)
+        names = info_names(path)
+        records = {name: read_info_file(path, name) for name in (ABOUT, RENDERED) if name in names}
+        replaced = rewrite_records(records, records_work_dir, level)
+    report.timings["read info"] = time.monotonic() - start
+    written = time.monotonic()
+    if keep_tree:
+        tree_record.discard(out_path)  # an earlier run's tree is not this package's
+    if repack_level or replaced:
+        recompress(path, out_path, pack_options, progress=progress, info_files=replaced, payload=repack_level)
+        report.written = "recompressed" if repack_level else "info-rewritten"
+        digest = hash_file(out_path, md5=True)
+    elif out_path != path:
+        report.written = _link_or_copy(path, out_path)
+        digest = known
+    else:
+        report.written, digest = "unchanged", known
     report.output = str(out_path)
     if report.written != "unchanged":
         pass_record.write(out_path, PassRecord(digest, True, staged))

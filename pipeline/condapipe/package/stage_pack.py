@@ -3,7 +3,8 @@
 Why (issue 35): the payload is read once and compressed once, at the final level, on every core
 the memory bound allows: tar, sha256, prefix scan and zstd in one streaming pass, as the floor
 `tar | zstd -T0` does. The engine packed only its metadata (condapipe.fix.stage_out moved the
-payload out of its prefix); its info/ files are kept byte for byte, and paths.json gets one entry
+payload out of its prefix); its info/ files are kept byte for byte (but for the records that
+name condapipe's work dir, condapipe.package.info_records), and paths.json gets one entry
 per payload file made by rattler-build 0.73's rules (packaging/metadata.rs `paths_json`,
 `create_prefix_placeholder`; file_finder.rs `content_type`): sha256 and size; a prefix placeholder
 where the staged prefix's path occurs (text mode for UTF-8 files, binary otherwise; none for .pyc
@@ -31,6 +32,7 @@ import zstandard
 from condapipe.errors import UsageError
 from condapipe.hashing import hash_file
 from condapipe.package import pass_record
+from condapipe.package.info_records import rewrite_records
 from condapipe.package.io import PackOptions
 from condapipe.package.pass_record import PassRecord
 from condapipe.package.stage_layout import FIX_RECORD, PAYLOAD, PREFIX_FILE
@@ -263,12 +265,19 @@ def _refuse_unsupported(
     return paths, bool(detection.get("ignore_binary_files"))
 
 
-def pack_from_stage(package: Path, stage: Path, options: PackOptions) -> Path:
-    """Replace the engine's info-only `package` with one holding `stage`'s payload (temp, rename)."""
+def pack_from_stage(
+    package: Path, stage: Path, options: PackOptions, records_work_dir: Path | None = None
+) -> Path:
+    """Replace the engine's info-only `package` with one holding `stage`'s payload (temp, rename).
+    `records_work_dir` (condapipe's work dir): the info records stop naming it as they are written
+    (condapipe.package.info_records), as the fix step would otherwise rewrite them."""
     payload = stage / PAYLOAD
     prefix = (stage / PREFIX_FILE).read_text(encoding="utf-8")
     infos, small, members = _read_engine_package(package)
     paths, ignore_binary = _refuse_unsupported(members, package)
+    if records_work_dir is not None:
+        replaced = rewrite_records({m.name: data for m, data in members if m.isfile()}, records_work_dir)
+        members = [(m, replaced.get(m.name, data)) for m, data in members]
     index = json.loads(next(d for m, d in members if m.name == "info/index.json"))
     mtime = int(index.get("timestamp") or 0) // 1000
     names = _members(payload) if payload.is_dir() else []
@@ -336,6 +345,7 @@ def _info_tar(members: list[tuple[tarfile.TarInfo, bytes]], paths_json: bytes, o
         for m, data in members:
             if m.name == "info/paths.json":
                 data = paths_json
+            if m.isfile():  # paths.json, and a record that named the work dir, changed size
                 m.size = len(data)
             tar.addfile(m, io.BytesIO(data) if m.isfile() else None)
     return zstandard.ZstdCompressor(level=options.zstd_level).compress(buf.getvalue())

@@ -372,10 +372,12 @@ def _add_modules(digest: Any, modules: dict[str, Path], root: Path) -> None:
         digest.update(f"recipes/{rel}={hashlib.sha256(profile.read_bytes()).hexdigest()};".encode())
 
 
-# The staged fix's command and the fixer's per-file check it shares with the fix step.
-STAGED_FIX_ENTRIES = ("condapipe.cli.staged_fix", "condapipe.fix.fixer")
+# What the staged fix runs: which files it fixes and moves (fix.staged, fix.stage_out) and the
+# per-file check and write it shares with the fix step (fix.fixer, reached from both).
+STAGED_FIX_ENTRIES = ("condapipe.fix.stage_out",)
 
 
+@cache
 def staged_fix_digest(root: Path = PACKAGE_DIR) -> str:
     """Digest of the code and data the staged fix runs (which files it fixes, its rules, how it
     checks and writes one), read as code_digest reads a step's: the staged fix records it with what

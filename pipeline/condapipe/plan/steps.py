@@ -206,11 +206,15 @@ def final_compression(options: PlanOptions) -> tuple[str, int]:
     return options.package_format, options.compression_level or default
 
 
-def fix_action(build_step: str, family: str | None, options: PlanOptions) -> Action:
+def fix_action(
+    build_step: str, family: str | None, options: PlanOptions, staged_code: Callable[[], str]
+) -> Action:
+    """`staged_code`: the digest of the staged fix's code (condapipe.plan.code_inputs.staged_fix_digest),
+    taken when the step runs."""
+
     def run(ctx: StepContext) -> StepOutcome:
         from condapipe.fix.fixer import fix_package_file
         from condapipe.package.io import PackOptions
-        from condapipe.plan.code_inputs import staged_fix_digest
 
         fmt, level = final_compression(options)
         pack = PackOptions(zstd_level=level) if fmt == "conda" else PackOptions(bz2_level=level)
@@ -234,7 +238,7 @@ def fix_action(build_step: str, family: str | None, options: PlanOptions) -> Act
                 keep_tree=True,  # the verify step reads it instead of unpacking the package again
                 records_work_dir=options.work_dir,  # the package never names condapipe's work dir
                 # --pack-from-stage: a payload the staged fix of this code fixed is not unpacked
-                staged_code=staged_fix_digest(),
+                staged_code=staged_code(),
             )
             changed = len(report.changed)
             phases = ", ".join(f"{k} {v:.1f} s" for k, v in report.timings.items())
