@@ -6,9 +6,10 @@ after the one compression pass. The staged fix records what it fixed and with wh
 code; the packing pass carries that record with the package. While the package is still the file
 the pass wrote, and the fix step would apply the same rules with the same code, it places the
 package into its output (a hard link) and reports what the staged fix did; verify then reads the
-package itself once. A package changed after the pass, or a record of other rules or code, is
-unpacked and checked as before. Reads are counted by /proc/self/io `rchar`; real rattler-build,
-gcc and patchelf, nothing stubbed.
+package itself once, or, as the plan builds, the payload folder the pass packed, kept beside the
+package as its tree and handed on by the fix step. A package changed after the pass, or a record
+of other rules or code, is unpacked and checked as before. Reads are counted by /proc/self/io
+`rchar`; real rattler-build, gcc and patchelf, nothing stubbed.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from e2e_helpers import build_json
 from elfkit import LIB_SRC, gcc_shared, readelf_dynamic
 
 from condapipe.engines import BuildOptions, RattlerBuildEngine
@@ -26,7 +28,7 @@ from condapipe.fix.fixer import FileFix, FixReport, fix_package_file
 from condapipe.fix.stage_out import record_fix
 from condapipe.fix.staged import staged_options, write_launcher
 from condapipe.hashing import hash_file
-from condapipe.package import pass_record
+from condapipe.package import pass_record, tree_record
 from condapipe.package.channel_index import ensure_channel
 from condapipe.package.info_records import RENDERED, WORK_DIR_NAME
 from condapipe.package.io import PackOptions, pack, read_info_file, unpack
@@ -88,6 +90,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         compression_level=3,
         env=((STAGED_FIX_ENV, str(launcher)),),
         pack_from_stage=True,
+        keep_tree=True,  # as the plan builds: verify reads the payload the pass packed
     )
     ensure_channel(options.output_dir)
     (package,) = RattlerBuildEngine().build(recipe, options).packages
@@ -101,6 +104,28 @@ def copy_with_record(package: Path, dest_dir: Path) -> Path:
     os.link(package, dest)
     os.link(pass_record.record_path(package), pass_record.record_path(dest))
     return dest
+
+
+def copy_with_tree(package: Path, dest_dir: Path) -> Path:
+    """As copy_with_record, with the tree the packing pass kept beside the package (its files
+    hard-linked: the same entries, sizes and mtimes)."""
+    dest = copy_with_record(package, dest_dir)
+    shutil.copytree(
+        tree_record.tree_path(package), tree_record.tree_path(dest), symlinks=True, copy_function=os.link
+    )
+    os.link(tree_record.record_path(package), tree_record.record_path(dest))
+    return dest
+
+
+def files_of(root: Path) -> dict[str, bytes | str]:
+    """Every file and symlink below `root`: its bytes, or its link target."""
+    out: dict[str, bytes | str] = {}
+    for dirpath, dirnames, names in os.walk(root):
+        for name in [*names, *(d for d in dirnames if os.path.islink(os.path.join(dirpath, d)))]:
+            full = Path(dirpath) / name
+            rel = full.relative_to(root).as_posix()
+            out[rel] = os.readlink(full) if full.is_symlink() else full.read_bytes()
+    return out
 
 
 def fix(
@@ -155,6 +180,27 @@ def test_the_fix_step_places_the_package_without_reading_its_payload(
     assert checked.ok, checked.errors
     assert (checked.read_from, checked.hashes_from) == ("package", "packing pass")
     assert rchar() - before < 2 * out.stat().st_size + BLOB // 2
+
+
+def test_the_tree_the_pass_kept_goes_with_the_package_and_verify_reads_it(
+    built: tuple[Path, Path], tmp_path: Path
+) -> None:
+    package = copy_with_tree(built[0], tmp_path / "in")
+    # the payload folder the pass packed, with the info files: exactly what unpacking gives
+    assert files_of(tree_record.tree_path(package)) == files_of(unpack(package, tmp_path / "unpacked"))
+    code = staged_fix_digest()
+    before = rchar()
+    report = fix_package_file(
+        package, output_dir=tmp_path / "out", keep_tree=True, pack_options=LEVEL, staged_code=code
+    )
+    out = Path(str(report.output))
+    checked = verify_package(out)
+    read = rchar() - before
+
+    assert report.written == "linked" and checked.ok, checked.errors
+    assert (checked.read_from, checked.hashes_from) == ("kept tree", "packing pass")
+    assert not tree_record.tree_path(package).exists()  # moved, not copied
+    assert read < BLOB // 2, f"fix and verify read {read} bytes"
 
 
 @pytest.mark.parametrize("records", ["none", "work-dir", "named-dir"])
@@ -242,3 +288,28 @@ def test_a_payload_file_the_staged_fix_did_not_check_leaves_no_record(tmp_path: 
 
     report.files.append(FileFix("lib/libf-alias.so", "$ORIGIN", "$ORIGIN", "rpath"))
     assert record_fix(stage, report, options, "code") == stage / FIX_RECORD
+
+
+def test_condapipe_build_with_pack_from_stage_unpacks_nothing_after_the_pass(tmp_path: Path) -> None:
+    # the plan as a user runs it: the fix step links the package, verify reads the payload folder
+    # the pass packed; a level changed afterwards is the fix step's to apply (recompressed, no
+    # unpack), and verify then reads the package it wrote
+    recipe = tmp_path / "recipe" / "stagedfix"
+    recipe.mkdir(parents=True)
+    (recipe / "recipe.yaml").write_text(RECIPE)
+    args = ("--engine", "rattler-build", "--pack-from-stage", "--no-test", "--work-dir", str(tmp_path / "w"))
+    report = build_json(str(recipe), "--compression-level", "3", *args, cwd=tmp_path)
+    steps = {s["kind"]: s for s in report["steps"]}
+    (published,) = map(Path, report["packages"])
+    fixed = steps["fix"]["data"]["fix"][published.name]
+    assert (fixed["fixed_in_stage"], fixed["written"], fixed["changed"]) == (True, "linked", 1)
+    assert "unpack" not in fixed["timings"]
+    assert steps["verify"]["data"]["verify"][published.name]["read_from"] == "kept tree"
+    assert not list((tmp_path / "w").rglob(".*.tree"))  # read once, then gone
+
+    again = build_json(str(recipe), "--compression-level", "5", *args, cwd=tmp_path)
+    steps = {s["kind"]: s for s in again["steps"]}
+    assert steps["build"]["status"] == "unchanged"
+    fixed = steps["fix"]["data"]["fix"][published.name]
+    assert (fixed["fixed_in_stage"], fixed["written"]) == (True, "recompressed")
+    assert steps["verify"]["data"]["verify"][published.name]["read_from"] == "package"

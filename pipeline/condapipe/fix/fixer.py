@@ -382,6 +382,8 @@ def fix_package(
             if carry and packed is not None and not options.dry_run:
                 staged = packed.staged_fix  # still true of the payload: it was not touched
                 pass_record.write(Path(report.output), PassRecord(digest, True, staged))
+        if keep_tree and out_path != path:
+            tree_record.discard(path)  # the packing pass's tree (--pack-from-stage): not read here
     report.elapsed_s = time.monotonic() - start
     return report
 
@@ -429,7 +431,9 @@ def fix_staged_package(
     allows, else a copy; only its info records are read (and rewritten, with the payload's zstd
     stream copied, when they name the work dir or the level changed: as fix_package does). The
     report is the staged fix's; the digests are the pass record's, or hashed once when a new file
-    was written. No tree is kept: verify unpacks the package itself (it reads it once)."""
+    was written. With `keep_tree`, the tree the packing pass kept beside the package (its payload
+    folder with the info files; condapipe.package.tree_record) moves beside the output when the
+    output holds the same bytes, so verify reads it; otherwise verify unpacks the package itself."""
     staged, known = packed.staged_fix, packed.digest
     if staged is None or known is None:  # fix_package checked both (_staged_fix_applies)
         raise BuildFailed(f"{path.name}: no staged fix or digest in its pass record")
@@ -444,7 +448,7 @@ def fix_staged_package(
         replaced = rewrite_records(records, records_work_dir, level)
     report.timings["read info"] = time.monotonic() - start
     written = time.monotonic()
-    if keep_tree:
+    if keep_tree and out_path != path:
         tree_record.discard(out_path)  # an earlier run's tree is not this package's
     if repack_level or replaced:
         recompress(path, out_path, pack_options, progress=progress, info_files=replaced, payload=repack_level)
@@ -458,6 +462,10 @@ def fix_staged_package(
     report.output = str(out_path)
     if report.written != "unchanged":
         pass_record.write(out_path, PassRecord(digest, True, staged))
+    if keep_tree and report.written in ("linked", "copied") and tree_record.trusted_tree(path):
+        tree_record.move_with(path, out_path)  # the packing pass's tree of these very bytes
+    elif keep_tree and report.written != "unchanged":
+        tree_record.discard(path)  # not these bytes' tree (verify unpacks the package)
     report.timings["write"] = time.monotonic() - written
     return report
 

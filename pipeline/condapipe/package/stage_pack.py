@@ -31,7 +31,7 @@ import zstandard
 
 from condapipe.errors import UsageError
 from condapipe.hashing import hash_file
-from condapipe.package import pass_record
+from condapipe.package import pass_record, tree_record
 from condapipe.package.info_records import rewrite_records
 from condapipe.package.io import PackOptions
 from condapipe.package.pass_record import PassRecord
@@ -266,11 +266,19 @@ def _refuse_unsupported(
 
 
 def pack_from_stage(
-    package: Path, stage: Path, options: PackOptions, records_work_dir: Path | None = None
+    package: Path,
+    stage: Path,
+    options: PackOptions,
+    records_work_dir: Path | None = None,
+    *,
+    keep_tree: bool = False,
 ) -> Path:
     """Replace the engine's info-only `package` with one holding `stage`'s payload (temp, rename).
     `records_work_dir` (condapipe's work dir): the info records stop naming it as they are written
-    (condapipe.package.info_records), as the fix step would otherwise rewrite them."""
+    (condapipe.package.info_records), as the fix step would otherwise rewrite them. `keep_tree`:
+    the payload just packed, with the info files written beside it, stays beside the package as
+    its unpacked tree (condapipe.package.tree_record), so that verify reads it instead of
+    unpacking the package (the plan's fix step hands it on with the package it places)."""
     payload = stage / PAYLOAD
     prefix = (stage / PREFIX_FILE).read_text(encoding="utf-8")
     infos, small, members = _read_engine_package(package)
@@ -286,6 +294,7 @@ def pack_from_stage(
             f"{package.name}: .pyc files in the payload (pack_from_stage does not apply the .pyc filter)"
         )
     entries: list[dict[str, Any]] = []
+    new_paths = b""
     tmp = package.with_name(f".{package.name}.stage-{os.getpid()}")
     try:
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as z:
@@ -309,13 +318,41 @@ def pack_from_stage(
     # again; the package's own digest (sha256 + md5: repodata's), read once here while the file is
     # still in the page cache, is what the plan's fingerprint, a fix step that only places the
     # package, and publish take; the staged fix's record of what it fixed in this payload goes along
+    info = [(m, new_paths if m.name == "info/paths.json" else data) for m, data in members]
+    if keep_tree and _info_into(payload, info):
+        digest = tree_record.keep(payload, package, md5=True)
+    else:
+        digest = hash_file(package, md5=True)
     pass_record.write(
-        package,
-        PassRecord(
-            hash_file(package, md5=True), payload_hashes_from_pass=True, staged_fix=_fix_record(stage)
-        ),
+        package, PassRecord(digest, payload_hashes_from_pass=True, staged_fix=_fix_record(stage))
     )
     return package
+
+
+def _info_into(payload: Path, info: list[tuple[tarfile.TarInfo, bytes]]) -> bool:
+    """Write the package's info/ files into the packed payload folder, making it the package's
+    unpacked tree; False (nothing written) where that cannot be exact: no payload folder, one that
+    already holds info/, or an info member other than a plain file or folder."""
+    if not payload.is_dir() or os.path.lexists(payload / "info"):
+        return False
+    for m, _data in info:
+        parts = Path(m.name).parts
+        if (
+            not (m.isfile() or m.isdir())
+            or parts[:1] != ("info",)
+            or ".." in parts
+            or Path(m.name).is_absolute()
+        ):
+            return False
+    for m, data in info:
+        dest = payload / m.name
+        if m.isdir():
+            dest.mkdir(parents=True, exist_ok=True)
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
+        os.chmod(dest, stat.S_IMODE(m.mode) or 0o644)
+    return True
 
 
 def _fix_record(stage: Path) -> dict[str, Any] | None:

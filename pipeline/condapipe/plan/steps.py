@@ -90,6 +90,7 @@ def build_action(job: Job, options: PlanOptions) -> Action:
             # gets published), so a failure only after fix points at the fixer.
             run_tests=options.run_tests,
             pack_from_stage=options.pack_from_stage,
+            keep_tree=options.pack_from_stage,  # verify reads the packed payload (moved on by fix)
             target_platform=job.platform,
             variant_files=job.variant_files,
             override_channels=options.override_channels,
