@@ -26,7 +26,7 @@ from e2e_helpers import build_json, condapipe
 from elfkit import LIB_SRC, gcc_shared, write_metadata
 
 from condapipe.fix.fixer import FixOptions, fix_package
-from condapipe.fix.info_records import ABOUT
+from condapipe.package.info_records import ABOUT
 from condapipe.package.io import DEFAULT_ZSTD_LEVEL, PackOptions, pack, recompress
 
 HERE = Path(__file__).parent.parent

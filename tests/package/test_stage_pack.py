@@ -7,7 +7,8 @@ engine's rules treat differently (a library holding the build prefix, a text fil
 BOM text file, binary data, an executable, an empty file, absolute and relative symlinks, a
 dangling one, a link to a directory) is built both ways and the two packages, unpacked, must have
 the same files with the same bytes, modes and link targets, and the same info/ files (paths.json
-byte for byte; index.json and the rendered recipe differ only in the build's timestamp). The
+byte for byte; index.json and the rendered recipe differ only in the build's timestamp, the
+records naming condapipe's work dir written as the fix step leaves the engine's). The
 package built this way installs with py-rattler, its prefix placeholders replaced.
 """
 
@@ -26,6 +27,7 @@ from condapipe.engines import BuildOptions, RattlerBuildEngine
 from condapipe.errors import UsageError
 from condapipe.fix.staged import write_launcher
 from condapipe.package.channel_index import ensure_channel
+from condapipe.package.info_records import rewrite_records
 from condapipe.render.model import STAGED_FIX_ENV
 
 RECIPE = """\
@@ -122,7 +124,11 @@ def test_the_package_is_the_engines_own_apart_from_compression(both: tuple[Path,
 
     assert sorted(staged) == sorted(engine)
     assert "share/stagepack/config.txt" in engine and "lib/libf.so.1" in engine  # the build's files
+    # the records that name condapipe's work dir are written as the fix step leaves the engine's
+    rewritten = rewrite_records({rel: d for rel, (_k, d, _m) in engine.items()}, tmp / "work")
+    assert "info/recipe/rendered_recipe.yaml" in rewritten  # the engine's named the work dir
     for rel, (kind, data, mode) in engine.items():
+        data = rewritten.get(rel, data)
         if rel in ("info/index.json", "info/recipe/rendered_recipe.yaml"):
             assert without_timestamp(staged[rel][1]) == without_timestamp(data), rel
             continue

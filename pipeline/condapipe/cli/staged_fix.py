@@ -46,13 +46,19 @@ def main(argv: list[str] | None = None, *, recipes: str | None = None) -> int:
             print(f"condapipe: staged fix: error: {error}", file=sys.stderr)
         return 1
     if args.stage_out is not None:
-        from condapipe.fix.stage_out import move_payload_out
+        from condapipe.fix.stage_out import move_payload_out, record_fix
+        from condapipe.fix.staged import staged_options
+        from condapipe.plan.code_inputs import staged_fix_digest
 
         try:
             moved, kept = move_payload_out(args.prefix, args.stage_out)
+            # what was fixed, with which rules and code: the fix step need not unpack to check again
+            recorded = record_fix(args.stage_out, report, staged_options(args.family), staged_fix_digest())
         except (UsageError, OSError) as exc:
             print(f"condapipe: staged fix: error: moving the payload out: {exc}", file=sys.stderr)
             return 2
+        if recorded is None:
+            print("condapipe: staged fix: a payload ELF file was not checked here; the fix step checks all")
         print(f"condapipe: staged fix: {moved} new files moved to {args.stage_out} for condapipe to pack")
         if kept:  # what the engine's snapshot would also leave out (rattler's CACHEDIR.TAG, post-link output)
             shown = ", ".join(kept[:5]) + (f" and {len(kept) - 5} more" if len(kept) > 5 else "")

@@ -46,6 +46,9 @@ class BuildOptions:
     # engine packs its metadata only and condapipe writes the payload in one streaming pass
     # (condapipe.package.stage_pack). rattler-build only; its own tests are then skipped.
     pack_from_stage: bool = False
+    # With pack_from_stage: the payload the pass packed stays beside the package as its unpacked
+    # tree (condapipe.package.tree_record) for the plan's verify, which then unpacks nothing.
+    keep_tree: bool = False
     target_platform: str | None = None
     # -m files: read after the recipe's own variant file (a later key replaces an earlier one)
     variant_files: tuple[Path, ...] = ()

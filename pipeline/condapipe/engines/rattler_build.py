@@ -25,7 +25,7 @@ from condapipe.engines.base import V1_RECIPE, BuildOptions, EngineResult, log_fi
 from condapipe.engines.logs import BuildLog
 from condapipe.engines.recipe_variants import recipe_variant_file
 from condapipe.errors import BuildFailed, UsageError
-from condapipe.package import pass_record
+from condapipe.package import pass_record, tree_record
 
 _CHILD = "condapipe.engines.rattler_build_child"
 _PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
@@ -48,6 +48,7 @@ def _collect(packages: list[Path], output_dir: Path) -> list[Path]:
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(pkg, dest)
         pass_record.move_with(pkg, dest)  # --pack-from-stage's record of what its pass computed
+        tree_record.move_with(pkg, dest)  # and the payload it packed, kept as the package's tree
         collected.append(dest)
     return collected
 
@@ -226,7 +227,9 @@ def pack_staged_payload(built: list[Path], stage: Path, options: BuildOptions, l
         raise BuildFailed("pack_from_stage packs one .conda per build", log_path=str(log_path))
     pack = PackOptions(zstd_level=options.compression_level or DEFAULT_ZSTD_LEVEL)
     started = time.monotonic()
-    pack_from_stage(built[0], stage, pack)
+    # the info records never name the work dir; the packed payload kept as the package's tree
+    # when the caller's verify reads it (the plan's: condapipe.package.tree_record)
+    pack_from_stage(built[0], stage, pack, records_work_dir=options.work_dir, keep_tree=options.keep_tree)
     with log_path.open("a", encoding="utf-8") as log:  # after the engine's own lines
         log.write(
             f"condapipe: packed the staged payload into {built[0].name} "

@@ -15,25 +15,29 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from condapipe.elf.reader import DT_RPATH, DT_RUNPATH, ElfFile, is_elf
 from condapipe.elf.scan import elf_files
 from condapipe.errors import BuildFailed, UsageError
-from condapipe.fix.info_records import rewrite_info
 from condapipe.fix.patchers import RPATH, Change, PatchError, apply_change
 from condapipe.fix.rpath import RpathRules, decide, rules_for, same_search_path
 from condapipe.hashing import FileDigest, hash_file
 from condapipe.package import pass_record, tree_record
+from condapipe.package.info_records import ABOUT, RENDERED, rewrite_info, rewrite_records
 from condapipe.package.io import (
     CONDA,
     PackOptions,
     Progress,
+    info_names,
     load_index,
     load_paths_json,
     pack,
     package_file,
     package_format,
     package_info_from_index,
+    read_index,
+    read_info_file,
     recompress,
     unpack,
     update_paths_json,
@@ -83,9 +87,12 @@ class FixReport:
     # How the output package was written: "repacked" (a payload file changed), "info-rewritten"
     # (only info records changed: the payload's zstd stream copied as the engine wrote it),
     # "recompressed" (packed at another level than asked: nothing changed, the level did), "copied",
-    # "unchanged" (nothing written), None (dry run).
+    # "linked" (a hard link of the package: same file), "unchanged" (nothing written), None (dry run).
     written: str | None = None
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase: unpack, fix, write
+    # True: the ELF files were fixed by the staged fix before packing, and `files`/`warnings` are its
+    # record (carried by the packing pass); the package was not unpacked (fix_package)
+    fixed_in_stage: bool = False
 
     @property
     def changed(self) -> list[FileFix]:
@@ -114,7 +121,20 @@ class FixReport:
             "elapsed_s": round(self.elapsed_s, 3),
             "written": self.written,
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
+            "fixed_in_stage": self.fixed_in_stage,
         }
+
+
+def staged_fix_fingerprint(options: FixOptions, code: str) -> dict[str, object]:
+    """What makes a staged fix's result the one this fix would reach: the rules, the tag, nothing
+    vendored and the code (condapipe.plan.code_inputs.staged_fix_digest). The patcher and the build
+    prefixes are left out: they change how a wrong rpath is rewritten, not which one is right."""
+    return {
+        "rules": repr(options.rules),
+        "tag": options.tag,
+        "vendor": [str(v) for v in options.vendor],
+        "code": code,
+    }
 
 
 # -- vendoring ----------------------------------------------------------------------------
@@ -259,6 +279,7 @@ def fix_package(
     repack_level: bool = False,
     keep_tree: bool = False,
     records_work_dir: Path | None = None,
+    staged_code: str | None = None,
 ) -> FixReport:
     """Fix a `.conda` / `.tar.bz2`; the result replaces it atomically (or goes to `output_dir`).
 
@@ -271,7 +292,12 @@ def fix_package(
     With `keep_tree` the unpacked tree the output holds stays beside it
     (condapipe.package.tree_record), so verify need not unpack the same bytes again. With
     `records_work_dir` (condapipe's work dir) the package's info records stop naming it
-    (condapipe.fix.info_records).
+    (condapipe.package.info_records).
+
+    `staged_code` (condapipe.plan.code_inputs.staged_fix_digest of this code): a package whose pass
+    record (condapipe.package.pass_record, --pack-from-stage) says the staged fix ran on exactly the
+    payload packed, with this fix's rules, tag and code, is not unpacked: nothing in it is left to
+    fix (fix_staged_package). Without it, or any record, every file is checked here as before.
     """
     start = time.monotonic()
     path = package_file(path)
@@ -282,6 +308,24 @@ def fix_package(
     scratch_parent.mkdir(parents=True, exist_ok=True)
     # --pack-from-stage: paths.json's hashes were computed as the payload was packed (None: no record)
     packed = pass_record.trusted(path)
+    if (
+        staged_code is not None
+        and is_conda
+        and packed is not None
+        and _staged_fix_applies(packed, options, staged_code)
+    ):
+        report = fix_staged_package(
+            path,
+            out_path,
+            packed,
+            pack_options=pack_options,
+            progress=progress,
+            repack_level=repack_level,
+            keep_tree=keep_tree,
+            records_work_dir=records_work_dir,
+        )
+        report.elapsed_s = time.monotonic() - start
+        return report
     # removed however this ends, an interrupt mid-removal included (condapipe.scratch)
     with scratch_dir(".condapipe-fix-", scratch_parent) as scratch:
         root = unpack(path, scratch / "pkg")
@@ -335,10 +379,115 @@ def fix_package(
             # an untouched payload keeps the pass's hashes; the package's digest is taken once, here
             carry = packed is not None and packed.payload_hashes_from_pass and not payload_changed
             digest = tree_record.keep(root, Path(report.output), md5=carry)
-            if carry and not options.dry_run:
-                pass_record.write(Path(report.output), PassRecord(digest, payload_hashes_from_pass=True))
+            if carry and packed is not None and not options.dry_run:
+                staged = packed.staged_fix  # still true of the payload: it was not touched
+                pass_record.write(Path(report.output), PassRecord(digest, True, staged))
+        if keep_tree and out_path != path:
+            tree_record.discard(path)  # the packing pass's tree (--pack-from-stage): not read here
     report.elapsed_s = time.monotonic() - start
     return report
+
+
+def _staged_fix_applies(packed: PassRecord, options: FixOptions, staged_code: str) -> bool:
+    """Whether the record says the staged fix ran on this payload, as this fix would run it."""
+    staged = packed.staged_fix
+    return (
+        packed.payload_hashes_from_pass
+        and packed.digest is not None
+        and staged is not None
+        and not options.dry_run
+        and staged.get("fingerprint") == staged_fix_fingerprint(options, staged_code)
+        and isinstance(staged.get("files"), list)
+    )
+
+
+def _staged_report(path: Path, staged: dict[str, Any]) -> FixReport:
+    """The staged fix's own record of the package's ELF files, as this step's report."""
+    report = FixReport(target=str(path), dry_run=False, fixed_in_stage=True)
+    try:
+        report.files = [
+            FileFix(**{**f, "replaced_needed": [tuple(p) for p in f["replaced_needed"]]})
+            for f in staged["files"]
+        ]
+    except (TypeError, KeyError) as exc:
+        raise BuildFailed(f"{path.name}: the staged fix's record is not readable ({exc})") from None
+    report.warnings = [str(w) for w in staged.get("warnings") or ()]
+    return report
+
+
+def fix_staged_package(
+    path: Path,
+    out_path: Path,
+    packed: PassRecord,
+    *,
+    pack_options: PackOptions | None,
+    progress: Progress | None,
+    repack_level: bool,
+    keep_tree: bool,
+    records_work_dir: Path | None,
+) -> FixReport:
+    """The fix step for a package whose payload the staged fix already fixed (fix_package's
+    `staged_code`): the package is placed into its output, a hard link where the file system
+    allows, else a copy; only its info records are read (and rewritten, with the payload's zstd
+    stream copied, when they name the work dir or the level changed: as fix_package does). The
+    report is the staged fix's; the digests are the pass record's, or hashed once when a new file
+    was written. With `keep_tree`, the tree the packing pass kept beside the package (its payload
+    folder with the info files; condapipe.package.tree_record) moves beside the output when the
+    output holds the same bytes, so verify reads it; otherwise verify unpacks the package itself."""
+    staged, known = packed.staged_fix, packed.digest
+    if staged is None or known is None:  # fix_package checked both (_staged_fix_applies)
+        raise BuildFailed(f"{path.name}: no staged fix or digest in its pass record")
+    start = time.monotonic()
+    package_info_from_index(read_index(path), path)  # a conda package, whose name a channel accepts
+    report = _staged_report(path, staged)
+    level = (pack_options or PackOptions()).zstd_level if repack_level else None
+    replaced: dict[str, bytes] = {}
+    if records_work_dir:  # read from the small info member only (the payload is not read)
+        names = info_names(path)
+        records = {name: read_info_file(path, name) for name in (ABOUT, RENDERED) if name in names}
+        replaced = rewrite_records(records, records_work_dir, level)
+    report.timings["read info"] = time.monotonic() - start
+    written = time.monotonic()
+    if keep_tree and out_path != path:
+        tree_record.discard(out_path)  # an earlier run's tree is not this package's
+    if repack_level or replaced:
+        recompress(path, out_path, pack_options, progress=progress, info_files=replaced, payload=repack_level)
+        report.written = "recompressed" if repack_level else "info-rewritten"
+        digest = hash_file(out_path, md5=True)
+    elif out_path != path:
+        report.written = _link_or_copy(path, out_path)
+        digest = known
+    else:
+        report.written, digest = "unchanged", known
+    report.output = str(out_path)
+    if report.written != "unchanged":
+        pass_record.write(out_path, PassRecord(digest, True, staged))
+    if keep_tree and report.written in ("linked", "copied") and tree_record.trusted_tree(path):
+        tree_record.move_with(path, out_path)  # the packing pass's tree of these very bytes
+    elif keep_tree and report.written != "unchanged":
+        tree_record.discard(path)  # not these bytes' tree (verify unpacks the package)
+    report.timings["write"] = time.monotonic() - written
+    return report
+
+
+def _link_or_copy(src: Path, dest: Path) -> str:
+    """Place `src` at `dest` through a temporary sibling and a rename: a hard link (the same file,
+    nothing read) where the file system allows, else a copy. Returns "linked" or "copied"."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(src, tmp)
+    except OSError:
+        _copy_atomic(src, dest)
+        return "copied"
+    try:
+        os.replace(tmp, dest)
+    except OSError as exc:
+        raise BuildFailed(f"cannot write {dest}: {exc}") from exc
+    finally:
+        tmp.unlink(missing_ok=True)
+    return "linked"
 
 
 def _copy_atomic(src: Path, dest: Path) -> None:
@@ -372,9 +521,11 @@ def fix_package_file(
     repack_level: bool = False,
     keep_tree: bool = False,
     records_work_dir: Path | None = None,
+    staged_code: str | None = None,
 ) -> FixReport:
     """For the pipeline: fix one built package with its family's rules, in place or into
-    `output_dir` (atomic); `repack_level`, `keep_tree`, `records_work_dir`: see `fix_package`."""
+    `output_dir` (atomic); `repack_level`, `keep_tree`, `records_work_dir`, `staged_code`: see
+    `fix_package`."""
     rules = rules_for(family).with_extra(extra_rpaths)
     return fix_package(
         Path(path),
@@ -384,4 +535,5 @@ def fix_package_file(
         repack_level=repack_level,
         keep_tree=keep_tree,
         records_work_dir=records_work_dir,
+        staged_code=staged_code,
     )

@@ -21,13 +21,25 @@ that hold no host file are removed once empty, so the engine sees the prefix as 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+from dataclasses import asdict
 from pathlib import Path
 
+from condapipe.elf.scan import elf_files
 from condapipe.errors import UsageError
+from condapipe.fix.fixer import FixOptions, FixReport, staged_fix_fingerprint
 from condapipe.fix.staged import host_files
-from condapipe.package.stage_layout import ENGINE_WORK_DIR, PAYLOAD, PREFIX_FILE, REQUEST, STAGE_DIR
+from condapipe.package.io import write_atomic
+from condapipe.package.stage_layout import (
+    ENGINE_WORK_DIR,
+    FIX_RECORD,
+    PAYLOAD,
+    PREFIX_FILE,
+    REQUEST,
+    STAGE_DIR,
+)
 
 _SEARCH_DEPTH = 4  # how far above the prefix the engine's output folder may be
 
@@ -114,3 +126,28 @@ def move_payload_out(prefix: Path, stage: Path, script_start: int | None = None)
     stage.mkdir(parents=True, exist_ok=True)  # a build that added nothing still leaves a stage
     (stage / PREFIX_FILE).write_text(str(prefix), encoding="utf-8")
     return moved, sorted(kept)
+
+
+def record_fix(stage: Path, report: FixReport, options: FixOptions, code: str) -> Path | None:
+    """Write, beside the payload just moved, what the staged fix did to it: the record of each ELF
+    file of the payload, its warnings, and the fingerprint of the fix it ran (`options`' rules and
+    tag, `code`: condapipe.plan.code_inputs.staged_fix_digest). The packing pass carries it into
+    the package's pass record; the fix step takes it instead of unpacking the package to check
+    those files again (condapipe.fix.fixer.fix_package). Only after a fix without errors and a
+    complete move, and only when every ELF file of the payload is one the fix checked: a hard link
+    of a fixed file that a patcher replaced (lief writes a new file) keeps its old bytes under the
+    other name, and then nothing is recorded (None) and the fix step checks every file itself."""
+    if report.errors:
+        raise UsageError(f"{stage}: the staged fix failed; nothing to record")
+    payload = stage / PAYLOAD
+    recorded = [f for f in report.files if os.path.lexists(payload / f.path)]
+    if payload.is_dir() and not set(elf_files(payload)) <= {f.path for f in recorded}:
+        return None
+    data = {
+        "fingerprint": staged_fix_fingerprint(options, code),
+        "files": [asdict(f) for f in recorded],
+        "warnings": list(report.warnings),
+    }
+    path = stage / FIX_RECORD
+    write_atomic(path, json.dumps(data).encode())
+    return path

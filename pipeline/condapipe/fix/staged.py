@@ -83,6 +83,11 @@ def unshare_host_links(prefix: Path) -> int:
     return copied
 
 
+def staged_options(family: str | None, build_prefixes: tuple[str, ...] = (), jobs: int = 0) -> FixOptions:
+    """How the staged fix fixes: `family`'s rules, the fix step's default tag, nothing vendored."""
+    return FixOptions(rules=rules_for(family), build_prefixes=build_prefixes, jobs=jobs)
+
+
 def fix_staged_prefix(
     prefix: Path, family: str | None, build_prefixes: tuple[str, ...], jobs: int = 0
 ) -> FixReport:
@@ -90,7 +95,7 @@ def fix_staged_prefix(
     start = time.monotonic()
     if not prefix.is_dir():
         raise UsageError(f"{prefix}: not a directory")
-    options = FixOptions(rules=rules_for(family), build_prefixes=build_prefixes, jobs=jobs)
+    options = staged_options(family, build_prefixes, jobs)
     prefixes = tuple(dict.fromkeys((str(prefix), *build_prefixes)))
     report = FixReport(target=str(prefix), dry_run=False)
     from concurrent.futures import ThreadPoolExecutor

@@ -526,7 +526,7 @@ def recompress(
     package packed at another level than the one asked for). `payload` False: the pkg component's
     zstd stream is copied as the engine compressed it — never decompressed — and only the info
     component is rewritten, when `info_files` (name -> bytes) replace some of its members
-    (condapipe.fix.info_records). Written atomically, like `pack`; `progress` gets compressed
+    (condapipe.package.info_records). Written atomically, like `pack`; `progress` gets compressed
     bytes read and their total.
     """
     options = options or PackOptions()

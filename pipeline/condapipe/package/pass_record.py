@@ -13,6 +13,10 @@ record is taken only once the clock has passed that tick (as git's racy-index ru
 differs in any of them is read again. Beside `<dir>/<package>`: `<dir>/.<package>.pass.json`
 (hidden: never taken for a package or published). Written only with --pack-from-stage: without
 it no record exists and every step reads the package as before.
+
+The packing pass also carries what the staged fix recorded about the payload it packed (the files
+it fixed, with the fingerprint of its rules and code): with that, the fix step places the package
+without unpacking it (condapipe.fix.fixer.fix_package).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from condapipe.hashing import FileDigest
 from condapipe.package.io import write_atomic
@@ -40,6 +45,9 @@ class PassRecord:
 
     digest: FileDigest | None
     payload_hashes_from_pass: bool
+    # what the staged fix did to the payload this pass packed, as it recorded it (its files, warnings
+    # and the fingerprint of the fix it ran; condapipe.fix.stage_out.record_fix): None, no staged fix
+    staged_fix: dict[str, Any] | None = None
 
 
 def record_path(package: Path) -> Path:
@@ -64,6 +72,7 @@ def write(package: Path, record: PassRecord) -> None:
         "digest": None
         if digest is None
         else {"sha256": digest.sha256, "size": digest.size, "md5": digest.md5},
+        "staged_fix": record.staged_fix,
     }
     write_atomic(record_path(package), json.dumps(data).encode())
 
@@ -85,7 +94,12 @@ def trusted(package: Path) -> PassRecord | None:
             digest = FileDigest(str(raw["sha256"]), int(raw["size"]), raw.get("md5"))
             if digest.size != package.stat().st_size:
                 return None
-        return PassRecord(digest, data.get("payload_hashes_from_pass") is True)
+        staged = data.get("staged_fix")
+        return PassRecord(
+            digest,
+            data.get("payload_hashes_from_pass") is True,
+            staged if isinstance(staged, dict) else None,
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

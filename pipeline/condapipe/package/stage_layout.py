@@ -15,3 +15,6 @@ PREFIX_FILE = "prefix"  # the staged prefix's path: what the engine's prefix det
 # rattler-build's build folder holds the host prefix and, beside it, the work folder ($SRC_DIR)
 # where it writes the build script once the host packages are installed.
 ENGINE_WORK_DIR = "work"
+# What the staged fix fixed in the payload it moved, with the rules and code it ran
+# (condapipe.fix.stage_out.record_fix): the packing pass carries it into the package's pass record.
+FIX_RECORD = "staged-fix.json"

@@ -3,7 +3,8 @@
 Why (issue 35): the payload is read once and compressed once, at the final level, on every core
 the memory bound allows: tar, sha256, prefix scan and zstd in one streaming pass, as the floor
 `tar | zstd -T0` does. The engine packed only its metadata (condapipe.fix.stage_out moved the
-payload out of its prefix); its info/ files are kept byte for byte, and paths.json gets one entry
+payload out of its prefix); its info/ files are kept byte for byte (but for the records that
+name condapipe's work dir, condapipe.package.info_records), and paths.json gets one entry
 per payload file made by rattler-build 0.73's rules (packaging/metadata.rs `paths_json`,
 `create_prefix_placeholder`; file_finder.rs `content_type`): sha256 and size; a prefix placeholder
 where the staged prefix's path occurs (text mode for UTF-8 files, binary otherwise; none for .pyc
@@ -29,10 +30,12 @@ from typing import IO, Any
 import zstandard
 
 from condapipe.errors import UsageError
-from condapipe.package import pass_record
+from condapipe.hashing import hash_file
+from condapipe.package import pass_record, tree_record
+from condapipe.package.info_records import rewrite_records
 from condapipe.package.io import PackOptions
 from condapipe.package.pass_record import PassRecord
-from condapipe.package.stage_layout import PAYLOAD, PREFIX_FILE
+from condapipe.package.stage_layout import FIX_RECORD, PAYLOAD, PREFIX_FILE
 
 CHUNK = 1 << 20
 # rendered_recipe.yaml keys under `build:` whose effect on the payload condapipe does not reproduce
@@ -262,12 +265,27 @@ def _refuse_unsupported(
     return paths, bool(detection.get("ignore_binary_files"))
 
 
-def pack_from_stage(package: Path, stage: Path, options: PackOptions) -> Path:
-    """Replace the engine's info-only `package` with one holding `stage`'s payload (temp, rename)."""
+def pack_from_stage(
+    package: Path,
+    stage: Path,
+    options: PackOptions,
+    records_work_dir: Path | None = None,
+    *,
+    keep_tree: bool = False,
+) -> Path:
+    """Replace the engine's info-only `package` with one holding `stage`'s payload (temp, rename).
+    `records_work_dir` (condapipe's work dir): the info records stop naming it as they are written
+    (condapipe.package.info_records), as the fix step would otherwise rewrite them. `keep_tree`:
+    the payload just packed, with the info files written beside it, stays beside the package as
+    its unpacked tree (condapipe.package.tree_record), so that verify reads it instead of
+    unpacking the package (the plan's fix step hands it on with the package it places)."""
     payload = stage / PAYLOAD
     prefix = (stage / PREFIX_FILE).read_text(encoding="utf-8")
     infos, small, members = _read_engine_package(package)
     paths, ignore_binary = _refuse_unsupported(members, package)
+    if records_work_dir is not None:
+        replaced = rewrite_records({m.name: data for m, data in members if m.isfile()}, records_work_dir)
+        members = [(m, replaced.get(m.name, data)) for m, data in members]
     index = json.loads(next(d for m, d in members if m.name == "info/index.json"))
     mtime = int(index.get("timestamp") or 0) // 1000
     names = _members(payload) if payload.is_dir() else []
@@ -276,6 +294,7 @@ def pack_from_stage(package: Path, stage: Path, options: PackOptions) -> Path:
             f"{package.name}: .pyc files in the payload (pack_from_stage does not apply the .pyc filter)"
         )
     entries: list[dict[str, Any]] = []
+    new_paths = b""
     tmp = package.with_name(f".{package.name}.stage-{os.getpid()}")
     try:
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as z:
@@ -295,9 +314,58 @@ def pack_from_stage(package: Path, stage: Path, options: PackOptions) -> Path:
         os.replace(tmp, package)
     finally:
         tmp.unlink(missing_ok=True)
-    # paths.json's sha256/size came from the bytes as they were packed: verify need not hash them again
-    pass_record.write(package, PassRecord(digest=None, payload_hashes_from_pass=True))
+    # paths.json's sha256/size came from the bytes as they were packed: verify need not hash them
+    # again; the package's own digest (sha256 + md5: repodata's), read once here while the file is
+    # still in the page cache, is what the plan's fingerprint, a fix step that only places the
+    # package, and publish take; the staged fix's record of what it fixed in this payload goes along
+    info = [(m, new_paths if m.name == "info/paths.json" else data) for m, data in members]
+    if keep_tree and _info_into(payload, info):
+        digest = tree_record.keep(payload, package, md5=True)
+    else:
+        digest = hash_file(package, md5=True)
+    pass_record.write(
+        package, PassRecord(digest, payload_hashes_from_pass=True, staged_fix=_fix_record(stage))
+    )
     return package
+
+
+def _info_into(payload: Path, info: list[tuple[tarfile.TarInfo, bytes]]) -> bool:
+    """Write the package's info/ files into the packed payload folder, making it the package's
+    unpacked tree; False (nothing written) where that cannot be exact: no payload folder, one that
+    already holds info/, or an info member other than a plain file or folder."""
+    if not payload.is_dir() or os.path.lexists(payload / "info"):
+        return False
+    for m, _data in info:
+        parts = Path(m.name).parts
+        if (
+            not (m.isfile() or m.isdir())
+            or parts[:1] != ("info",)
+            or ".." in parts
+            or Path(m.name).is_absolute()
+        ):
+            return False
+    for m, data in info:
+        dest = payload / m.name
+        if m.isdir():
+            dest.mkdir(parents=True, exist_ok=True)
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
+        os.chmod(dest, stat.S_IMODE(m.mode) or 0o644)
+    return True
+
+
+def _fix_record(stage: Path) -> dict[str, Any] | None:
+    """What the staged fix recorded beside the payload it moved (condapipe.fix.stage_out.record_fix),
+    or None (none, or not a JSON object: the fix step then checks every file itself)."""
+    path = stage / FIX_RECORD
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_bytes())
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _copy_entry(entry: zipfile.ZipInfo) -> zipfile.ZipInfo:
@@ -314,6 +382,7 @@ def _info_tar(members: list[tuple[tarfile.TarInfo, bytes]], paths_json: bytes, o
         for m, data in members:
             if m.name == "info/paths.json":
                 data = paths_json
+            if m.isfile():  # paths.json, and a record that named the work dir, changed size
                 m.size = len(data)
             tar.addfile(m, io.BytesIO(data) if m.isfile() else None)
     return zstandard.ZstdCompressor(level=options.zstd_level).compress(buf.getvalue())

@@ -7,6 +7,10 @@ package's sha256 and size, and each file of the tree with its size and mtime. A 
 the tree only when the package still hashes to the recorded sha256 and the tree is exactly as
 recorded (no file added, removed, resized or touched); anything else and it unpacks as before.
 
+With --pack-from-stage the packing pass keeps such a tree too: the payload folder it packed, with
+the info files written beside it (condapipe.package.stage_pack); the plan's fix step, when it only
+places that package into its output, moves the tree along (move_with).
+
 Beside `<dir>/<package>`: `<dir>/.<package>.tree/` and `<dir>/.<package>.tree.json` (hidden:
 never taken for a package or published).
 """
@@ -81,6 +85,18 @@ def trusted_tree(package: Path) -> Path | None:
     except (OSError, ValueError):
         return None
     return tree
+
+
+def move_with(package: Path, dest: Path) -> None:
+    """Move `package`'s kept tree and its record beside `dest`, where the same bytes now are (a
+    rename or a hard link of the package); none: nothing. The record's digest and listing hold
+    there unchanged (a rename keeps every entry's mode, size and mtime)."""
+    tree, record = tree_path(package), record_path(package)
+    if not tree.is_dir() or tree.is_symlink() or not record.is_file() or record.is_symlink():
+        return
+    discard(dest)
+    shutil.move(tree, tree_path(dest))
+    shutil.move(record, record_path(dest))
 
 
 def discard(package: Path) -> None:

@@ -28,7 +28,7 @@ from condapipe.hashing import hash_file
 from condapipe.package.channel_order import search_order
 from condapipe.plan import steps as act
 from condapipe.plan.build_channels import ChannelTimeout, gateway, within_deadline
-from condapipe.plan.code_inputs import code_digest, tree_digest
+from condapipe.plan.code_inputs import code_digest, staged_fix_digest, tree_digest
 from condapipe.plan.jobs import Job, PlanOptions
 from condapipe.plan.runner import Plan, Step
 from condapipe.plan.state import STATE_FILE, StateFile
@@ -365,7 +365,9 @@ def _job_steps(job: Job, options: PlanOptions, skip: str | None, skipped_jobs: s
             kind="fix",
             title="fix rpaths and vendored libraries",
             inputs={"code": code_digest("fix"), "compression": list(act.final_compression(options))},
-            action=act.fix_action(f"build:{label}", job.spec.package if job.spec else None, options),
+            action=act.fix_action(
+                f"build:{label}", job.spec.package if job.spec else None, options, staged_fix_digest
+            ),
             needs=(f"build:{label}",),
             skip_reason=skip,
             package=label,

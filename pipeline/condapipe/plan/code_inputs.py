@@ -29,6 +29,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 from types import CodeType
+from typing import Any
 
 PACKAGE = "condapipe"
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # the directory of condapipe/__init__.py
@@ -353,6 +354,14 @@ def code_digest(kind: str, root: Path = PACKAGE_DIR) -> str:
     for name, text in body.sources:
         digest.update(f"{STEP_BODIES}.{name}={hashlib.sha256(text.encode()).hexdigest()};".encode())
     modules = reached_modules((*ENTRY_MODULES[kind], *sorted(body.imports)), root)
+    _add_modules(digest, modules, root)
+    for package in RESOURCES[kind]:
+        digest.update(f"{package}={tree_digest(_resource_dir(package, root))};".encode())
+    return digest.hexdigest()
+
+
+def _add_modules(digest: Any, modules: dict[str, Path], root: Path) -> None:
+    """The source of `modules`, with the data tables and family files they name, into `digest`."""
     for module, path in sorted(modules.items()):
         digest.update(f"{module}={hashlib.sha256(path.read_bytes()).hexdigest()};".encode())
     for table in tables_named(modules, root):
@@ -361,6 +370,19 @@ def code_digest(kind: str, root: Path = PACKAGE_DIR) -> str:
     for profile in profiles_named(modules, root):
         rel = profile.relative_to(recipes).as_posix()
         digest.update(f"recipes/{rel}={hashlib.sha256(profile.read_bytes()).hexdigest()};".encode())
-    for package in RESOURCES[kind]:
-        digest.update(f"{package}={tree_digest(_resource_dir(package, root))};".encode())
+
+
+# What the staged fix runs: which files it fixes and moves (fix.staged, fix.stage_out) and the
+# per-file check and write it shares with the fix step (fix.fixer, reached from both).
+STAGED_FIX_ENTRIES = ("condapipe.fix.stage_out",)
+
+
+@cache
+def staged_fix_digest(root: Path = PACKAGE_DIR) -> str:
+    """Digest of the code and data the staged fix runs (which files it fixes, its rules, how it
+    checks and writes one), read as code_digest reads a step's: the staged fix records it with what
+    it fixed, and the fix step trusts that record only when its own copy of that code is the same
+    (a build is not redone for a code change; the fix step then checks every file again)."""
+    digest = hashlib.sha256()
+    _add_modules(digest, reached_modules(STAGED_FIX_ENTRIES, root), root)
     return digest.hexdigest()

@@ -90,6 +90,7 @@ def build_action(job: Job, options: PlanOptions) -> Action:
             # gets published), so a failure only after fix points at the fixer.
             run_tests=options.run_tests,
             pack_from_stage=options.pack_from_stage,
+            keep_tree=options.pack_from_stage,  # verify reads the packed payload (moved on by fix)
             target_platform=job.platform,
             variant_files=job.variant_files,
             override_channels=options.override_channels,
@@ -206,7 +207,12 @@ def final_compression(options: PlanOptions) -> tuple[str, int]:
     return options.package_format, options.compression_level or default
 
 
-def fix_action(build_step: str, family: str | None, options: PlanOptions) -> Action:
+def fix_action(
+    build_step: str, family: str | None, options: PlanOptions, staged_code: Callable[[], str]
+) -> Action:
+    """`staged_code`: the digest of the staged fix's code (condapipe.plan.code_inputs.staged_fix_digest),
+    taken when the step runs."""
+
     def run(ctx: StepContext) -> StepOutcome:
         from condapipe.fix.fixer import fix_package_file
         from condapipe.package.io import PackOptions
@@ -232,15 +238,19 @@ def fix_action(build_step: str, family: str | None, options: PlanOptions) -> Act
                 repack_level=repack_level,
                 keep_tree=True,  # the verify step reads it instead of unpacking the package again
                 records_work_dir=options.work_dir,  # the package never names condapipe's work dir
+                # --pack-from-stage: a payload the staged fix of this code fixed is not unpacked
+                staged_code=staged_code(),
             )
             changed = len(report.changed)
             phases = ", ".join(f"{k} {v:.1f} s" for k, v in report.timings.items())
+            where = " by the staged fix before packing (not unpacked)" if report.fixed_in_stage else ""
             ctx.log.write(
-                f"fixed {pkg.name}: {changed} ELF files rewritten, {len(report.vendored)} vendored; "
+                f"fixed {pkg.name}: {changed} ELF files rewritten{where}, {len(report.vendored)} vendored; "
                 f"{report.written} ({fmt} level {level}); {phases}"
             )
             summaries[pkg.name] = {
                 "changed": changed,
+                "fixed_in_stage": report.fixed_in_stage,
                 "vendored": len(report.vendored),
                 "written": report.written,
                 "timings": {k: round(v, 3) for k, v in report.timings.items()},

@@ -8,12 +8,17 @@ build-machine paths of condapipe's work dir, so the staging channel is dropped (
 channel, the user's, stays), the scratch folders are named relative to the work dir, and, when
 the fix step recompresses a package whose level was changed after its build, the compression level
 is the one the published file has.
+
+Applied where a package's info/ is written: by the fix step (condapipe.fix.fixer) to an engine's
+package, and by the packing pass of --pack-from-stage (condapipe.package.stage_pack) as it writes
+the info member, so that the fix step has nothing left to rewrite there.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -64,20 +69,26 @@ def _rendered(data: bytes, work_dir: str, level: int | None) -> bytes | None:
     return new.encode("utf-8", errors="surrogateescape") if new != text else None
 
 
-def rewrite_info(root: Path, work_dir: Path, level: int | None = None) -> list[str]:
-    """Rewrite the records of the unpacked package at `root` in place; the info/ names changed.
-    `level`: the compression level of the published file (None: leave the recorded one)."""
+def rewrite_records(files: Mapping[str, bytes], work_dir: Path, level: int | None = None) -> dict[str, bytes]:
+    """The records among `files` (info/ name -> bytes) that change: name -> new bytes. `level`: the
+    compression level of the published file (None: leave the recorded one)."""
     work = str(work_dir.resolve()).rstrip("/")
-    changed = []
-    for name, rewrite in (
-        (ABOUT, lambda d: _about(d, work)),
-        (RENDERED, lambda d: _rendered(d, work, level)),
-    ):
-        path = root / name
-        if path.is_symlink() or not path.is_file():
-            continue
-        new = rewrite(path.read_bytes())
-        if new is not None:
-            path.write_bytes(new)
-            changed.append(name)
+    rewriters = {ABOUT: lambda d: _about(d, work), RENDERED: lambda d: _rendered(d, work, level)}
+    changed = {}
+    for name, rewrite in rewriters.items():
+        if name in files and (new := rewrite(files[name])) is not None:
+            changed[name] = new
     return changed
+
+
+def rewrite_info(root: Path, work_dir: Path, level: int | None = None) -> list[str]:
+    """Rewrite the records of the unpacked package at `root` in place; the info/ names changed."""
+    found = {}
+    for name in (ABOUT, RENDERED):
+        path = root / name
+        if not path.is_symlink() and path.is_file():
+            found[name] = path.read_bytes()
+    changed = rewrite_records(found, work_dir, level)
+    for name, data in changed.items():
+        (root / name).write_bytes(data)
+    return list(changed)
