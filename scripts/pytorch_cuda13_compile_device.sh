@@ -5,7 +5,7 @@
 # machine (CUDA 13.0 at /usr/local/cuda-13.0, the nvidia-*-cu13 wheels in its python, no network),
 # in consecutive commands while it stays warm:
 #
-#   here:    scripts/pytorch_cuda13_compile_device.sh pack        -> .gpu/carry-cuda13/partNN (<= 60 MiB each)
+#   here:    scripts/pytorch_cuda13_compile_device.sh pack        -> .gpu/carry-cuda13/partNN (<= PART_MIB, 40 MiB each)
 #   device:  stash (once per part, carry=.gpu/carry-cuda13/partNN) | setup | configure | compile [all] | watch S | failures
 #
 # What travels (pack): the CPU tree bundle (scripts/pytorch_tree/cpu_bundle.py, which leaves out the
@@ -25,7 +25,7 @@ tree_bundle=${TREE_BUNDLE:-/work/trees/pytorch-2.6.0-cpu.tar.zst}
 real_tree=${REAL_TREE:-/work/trees/pytorch-2.6.0}
 host_wheels=${HOST_WHEELS:-/work/trees/wheels/host}
 carry=$root/.gpu/carry-cuda13
-part_bytes=$((60 * 1024 * 1024))
+part_bytes=$((${PART_MIB:-40} * 1024 * 1024))  # a call carries <= 64 MiB with the tracked tree (~4 MB)
 
 case "${1:-}" in
 pack)
@@ -127,13 +127,20 @@ watch)
         sleep 30
     done
     ;;
-failures)  # every failed object with its first error line; the whole log goes back in $OUT
-    grep -a '^FAILED: ' "$work/ninja.log" | sed 's/^FAILED: //' | sort -u | while read -r obj _; do
+failures)  # every failed object with its first error line, what ninja has not finished; the log goes back in $OUT
+    # grep finding nothing is the good case: it must not end the script (set -e, pipefail) before the count
+    { grep -a '^FAILED: ' "$work/ninja.log" || true; } | sed 's/^FAILED: //' | sort -u | while read -r obj _; do
         echo "$obj"
-        grep -a -A400 "^FAILED: $obj" "$work/ninja.log" | grep -a -m2 'error' | sed 's/^/    /'
+        grep -a -A400 "^FAILED: $obj" "$work/ninja.log" | grep -a -m2 'error' | sed 's/^/    /' || true
     done
     echo "failed objects: $(grep -ac '^FAILED: ' "$work/ninja.log" || true); last step: $(grep -ao '^\[[0-9]*/[0-9]*\]' "$work/ninja.log" | tail -1)"
-    mkdir -p "${OUT:-$work/out}" && cp "$work/ninja.log" "$work/configure.log" "${OUT:-$work/out}/" 2>/dev/null || true
+    if pgrep -x ninja >/dev/null; then  # cut short (the hold ends): what is compiling or not started yet
+        mapfile -t objects <"$work/objects.txt"
+        (cd "$(cat "$work/tree")/build" && ninja -n -k 0 "${objects[@]}" 2>/dev/null |
+            grep -o 'Building CUDA object [^ ]*' | sed 's/Building CUDA object //') >"$work/not_finished.txt" || true
+        echo "ninja still running; CUDA objects not finished: $(wc -l <"$work/not_finished.txt") (not_finished.txt)"
+    fi
+    mkdir -p "${OUT:-$work/out}" && cp "$work/ninja.log" "$work/configure.log" "$work/not_finished.txt" "${OUT:-$work/out}/" 2>/dev/null || true
     ;;
 *)
     echo "usage: $0 pack|stash|setup|configure|compile|watch SECONDS|failures" >&2
