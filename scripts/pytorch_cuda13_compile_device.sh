@@ -6,7 +6,7 @@
 # in consecutive commands while it stays warm:
 #
 #   here:    scripts/pytorch_cuda13_compile_device.sh pack        -> .gpu/carry-cuda13/partNN (<= PART_MIB, 40 MiB each)
-#   device:  stash (once per part, carry=.gpu/carry-cuda13/partNN) | setup | configure | compile [all] | watch S | failures
+#   device:  stash (once per part, carry=.gpu/carry-cuda13/partNN) | setup | configure | compile [all|FILE] | watch S | failures
 #
 # What travels (pack): the CPU tree bundle (scripts/pytorch_tree/cpu_bundle.py, which leaves out the
 # CUDA-only submodules), those submodules (cutlass include+tools, nccl, NVTX, cudnn_frontend), the
@@ -104,15 +104,19 @@ configure)  # ARCHS: TORCH_CUDA_ARCH_LIST (default: the table's list for CUDA 13
     echo "configure took $(($(date +%s) - s)) s"
     grep -E '^(CUB_INCLUDE_DIR|USE_CUDNN|USE_NCCL|USE_MAGMA|TORCH_CUDA_ARCH_LIST|CUDA_NVCC_EXECUTABLE)[:=]' build/CMakeCache.txt
     ;;
-compile)  # detached: it outlives the command; `watch` follows it. `compile all`: every target (libs, torch_python)
+compile)  # detached: it outlives the command; `watch` follows it. `compile all`: every target (libs, torch_python);
+    # `compile FILE`: the objects FILE lists (one per line, e.g. an earlier hold's not_finished.txt)
+    list=${2:-} && [ -z "$list" ] || [ "$list" = all ] || list=$(realpath -e "$list") || exit 2
     tree=$(cat "$work/tree") && cd "$tree/build"
-    if [ "${2:-}" = all ]; then
+    if [ "$list" = all ]; then
         echo all >"$work/objects.txt"
+    elif [ -n "$list" ]; then
+        grep -v '^[[:space:]]*$' "$list" >"$work/objects.txt.tmp" && mv "$work/objects.txt.tmp" "$work/objects.txt"
     else
         ninja -t targets all | grep -E '^(caffe2/CMakeFiles/torch_cuda\.dir|third_party/tensorpipe/tensorpipe/CMakeFiles/tensorpipe_cuda\.dir)/[^:]*\.o: ' |
             cut -d: -f1 | sort -u >"$work/objects.txt"
     fi
-    echo "$(wc -l <"$work/objects.txt") targets (torch_cuda and tensorpipe_cuda objects unless 'all')"
+    echo "$(wc -l <"$work/objects.txt") targets (torch_cuda and tensorpipe_cuda objects unless 'all' or a list)"
     [ -s "$work/objects.txt" ] || { echo "no objects found in build.ninja" >&2; exit 1; }
     date +%s >"$work/started"
     PATH="$work/cuda/bin:$work/hostpy/bin:$PATH" setsid nohup ninja -k 0 -j "$(nproc)" $(cat "$work/objects.txt") \
