@@ -6,7 +6,7 @@ must not change by a byte: the compressed payload and its paths.json entries are
 the single-threaded way (tarfile's stream writer, every file hashed as the tar reads it) on a
 payload holding each kind of member the engine's rules treat differently, with the prefix in
 text and binary files, across a read-chunk boundary, in a file larger than a chunk. And
-paths.json must describe the bytes packed: a file changed between its scan and the tar is refused.
+paths.json must describe the bytes packed: a file changed during the pass is refused.
 """
 
 from __future__ import annotations
@@ -144,22 +144,22 @@ def test_the_payload_and_paths_json_are_the_bytes_the_single_threaded_pass_wrote
     assert sorted(scanned) == files  # every file's entry came from the scan threads
 
 
-def test_a_file_changed_between_its_scan_and_the_tar_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_file_changed_during_the_pass_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process rewrites a file (same size, a later mtime) after the pass listed it, as its
+    scan thread is about to read it: whether the tar read it before that write (its bytes then
+    differ from the scanned ones) or after (the tar then reads it changed), the pass stops."""
     payload = make_payload(tmp_path / "payload")
     time.sleep(0.2)
     victim = payload / "share/pkg/config.txt"
     real_scan = stage_pack._scan_file
 
-    def scan_then_rewrite(path: Path, prefix: bytes) -> Any:
-        scan = real_scan(path, prefix)
-        if path == victim:  # another process rewrites it, same size, a moment later
+    def rewrite_then_scan(path: Path, prefix: bytes) -> Any:
+        if path == victim:
             victim.write_bytes(victim.read_bytes().upper())
             later = victim.stat().st_mtime_ns + 1_000_000_000
             os.utime(victim, ns=(later, later))
-        return scan
+        return real_scan(path, prefix)
 
-    monkeypatch.setattr(stage_pack, "_scan_file", scan_then_rewrite)
+    monkeypatch.setattr(stage_pack, "_scan_file", rewrite_then_scan)
     with pytest.raises(UsageError, match=r"^share/pkg/config.txt: changed while it was packed$"):
         packed(payload, False)

@@ -239,6 +239,8 @@ def _write_payload(
                 scan_ahead()
                 path = payload / rel
                 st = path.lstat()
+                if rel in scans and _identity(st) != _identity(listed):  # rewritten, or now a link
+                    raise UsageError(f"{rel}: changed while it was packed")
                 info = tarfile.TarInfo(rel)
                 info.mode, info.mtime, info.uid, info.gid, info.uname, info.gname = (
                     stat.S_IMODE(st.st_mode),
