@@ -1,7 +1,10 @@
 """What the pass that wrote a package file already knows about it, for the steps after it.
 
 Why (issue 35, `--pack-from-stage`): condapipe's streaming pass (condapipe.package.stage_pack)
-computes every payload file's sha256 and size from the very bytes it packs, and the fix step's
+computes every payload file's sha256 and size from the bytes it packs: scan threads read each file
+beside the tar, and a file whose size, mtime, ctime or inode differs between the pass's listing,
+its scan and the tar's read stops the pass (one modified within a timestamp tick of the pass's
+start is hashed by the tar itself, through the bytes it packs), and the fix step's
 write hashes the file it wrote once (sha256 + md5 + size). Without a record, verify hashes every
 payload file again and publish reads the whole package again for repodata's digests. With one,
 they take what was computed, but only while the file is the one the pass wrote.
@@ -35,13 +38,14 @@ from condapipe.package.io import write_atomic
 _VERSION = 1
 # Longer than any file system's timestamp tick (ext4/xfs follow the kernel's coarse clock, a few
 # ms; FAT's 2 s is not a file system a build runs on): a later write gets a later mtime.
-_TICK_NS = 50_000_000
+TICK_NS = 50_000_000
 
 
 @dataclass(frozen=True)
 class PassRecord:
     """What the writer knew: the package's digests (None when the pass did not hash the whole file)
-    and whether paths.json's sha256/size were computed from the payload bytes as they were packed."""
+    and whether paths.json's sha256/size were computed from the payload as it was packed (read
+    beside the tar from files unchanged through the pass, or through the tar itself)."""
 
     digest: FileDigest | None
     payload_hashes_from_pass: bool
@@ -61,7 +65,7 @@ def _identity(package: Path) -> list[int]:
 
 def write(package: Path, record: PassRecord) -> None:
     """Record what the pass that just wrote `package` knows (after the clock has left its tick)."""
-    wait_ns = os.stat(package).st_mtime_ns + _TICK_NS - time.time_ns()
+    wait_ns = os.stat(package).st_mtime_ns + TICK_NS - time.time_ns()
     if wait_ns > 0:  # at most 50 ms, once per package
         time.sleep(wait_ns / 1e9)
     digest = record.digest

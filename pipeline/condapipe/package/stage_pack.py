@@ -22,7 +22,9 @@ import json
 import os
 import stat
 import tarfile
+import time
 import zipfile
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -33,11 +35,13 @@ from condapipe.errors import UsageError
 from condapipe.hashing import hash_file
 from condapipe.package import pass_record, tree_record
 from condapipe.package.info_records import rewrite_records
-from condapipe.package.io import PackOptions
+from condapipe.package.io import PackOptions, machine_memory_bound_mib
 from condapipe.package.pass_record import PassRecord
 from condapipe.package.stage_layout import FIX_RECORD, PAYLOAD, PREFIX_FILE
 
 CHUNK = 1 << 20
+# a write within this long of the pass's start may keep a file's ctime (pass_record's tick)
+_TICK_NS = pass_record.TICK_NS
 # rendered_recipe.yaml keys under `build:` whose effect on the payload condapipe does not reproduce
 _UNSUPPORTED_BUILD_KEYS = ("files", "always_include_files", "always_copy_files", "post_process")
 # of build.prefix_detection, only ignore_binary_files (condapipe's own recipes set it) is reproduced
@@ -61,40 +65,84 @@ def content_kind(head: bytes) -> str:
     return "binary" if b"\x00" in head else "utf-8"
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Scan:
-    """What one payload file's streaming pass learned: its sha256, size and whether it holds the prefix."""
+    """What reading one payload file learned: its sha256 (hex), size, first 1024 bytes, whether it
+    holds the prefix, and the file's identity when the read began (None: read by the packing tar)."""
 
-    sha256: Any
-    size: int = 0
-    head: bytes = b""
-    found: bool = False
-    tail: bytes = b""
+    sha256: str
+    size: int
+    head: bytes
+    found: bool
+    identity: tuple[int, int, int, int] | None = None
+
+
+class _Scanner:
+    """sha256, size, head and prefix search over a file's bytes, fed in order, chunk by chunk.
+    The search keeps the prefix's length less one byte of the previous chunk, so an occurrence
+    across two chunks is found without joining them."""
+
+    def __init__(self, prefix: bytes) -> None:
+        self.prefix, self.sha256 = prefix, hashlib.sha256()
+        self.size, self.head, self.found, self.tail = 0, b"", False, b""
+
+    def update(self, data: bytes) -> None:
+        self.sha256.update(data)
+        if len(self.head) < 1024:
+            self.head += data[: 1024 - len(self.head)]
+        keep = len(self.prefix) - 1
+        if not self.found:
+            self.found = self.prefix in data or (keep > 0 and self.prefix in self.tail + data[:keep])
+            if keep <= 0:
+                self.tail = b""
+            elif len(data) >= keep:
+                self.tail = data[-keep:]
+            else:
+                self.tail = (self.tail + data)[-keep:]
+        self.size += len(data)
+
+    def result(self, identity: tuple[int, int, int, int] | None = None) -> _Scan:
+        return _Scan(self.sha256.hexdigest(), self.size, self.head, self.found, identity)
 
 
 class _ScanningReader(io.RawIOBase):
-    """A reader that hashes, measures and searches for the prefix what the tar reads through it."""
+    """A reader that hashes, measures and searches for the prefix what the tar reads through it
+    (a file changed just before the pass: its scan must be of the very bytes packed)."""
 
     def __init__(self, raw: IO[bytes], prefix: bytes) -> None:
-        self.raw, self.prefix = raw, prefix
-        self.scan = _Scan(sha256=hashlib.sha256())
+        self.raw, self.scanner = raw, _Scanner(prefix)
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int:
         data = self.raw.read(len(buffer))
-        scan = self.scan
-        scan.sha256.update(data)
-        if len(scan.head) < 1024:
-            scan.head += data[: 1024 - len(scan.head)]
-        if not scan.found:
-            window = scan.tail + data
-            scan.found = self.prefix in window
-            scan.tail = window[-(len(self.prefix) - 1) :] if len(self.prefix) > 1 else b""
-        scan.size += len(data)
+        self.scanner.update(data)
         buffer[: len(data)] = data
         return len(data)
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    """What any write to a file changes (size, mtime, ctime) and what a replacement changes (inode)."""
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+def _scan_file(path: Path, prefix: bytes) -> _Scan:
+    """Read one payload file beside the tar (a scan thread): its scan, with the file's identity
+    when that was the same before and after the read."""
+    with path.open("rb", buffering=0) as fh:
+        before = _identity(os.fstat(fh.fileno()))
+        scanner = _Scanner(prefix)
+        while chunk := fh.read(CHUNK):
+            scanner.update(chunk)
+        after = _identity(os.fstat(fh.fileno()))
+    return scanner.result(before if after == before else None)  # None: changed while it was read
+
+
+def _scan_threads() -> int:
+    """Scan threads: one per 8 cores, 1 to 8 (each hashes ~1 GB/s; zstd's workers take the rest)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(8, cores // 8))
 
 
 def _placeholder(rel: str, scan: _Scan, prefix: str, ignore_binary: bool) -> dict[str, str]:
@@ -149,64 +197,121 @@ def _write_payload(
     mtime: int,
     ignore_binary: bool,
 ) -> list[dict[str, Any]]:
-    """The pkg tar, streamed through zstd into `out`; the paths.json entries of its members."""
+    """The pkg tar, streamed through zstd into `out`; the paths.json entries of its members.
+
+    This thread only tars and feeds zstd, as the floor's `tar` does (with 64 zstd workers, level
+    19 wants ~2 GB queued before all are busy): scan threads read every file ahead of it (its
+    sha256, size, head, prefix), at most a memory bound ahead (so the tar reads it again from the
+    page cache). A file's scan counts only when the file is the same (size, mtime, ctime, inode)
+    when the pass listed it, before and after the scan read it, when the tar began it and after
+    the tar read it; otherwise the pass stops with "changed while it was packed". A file changed
+    shortly before the pass (within a timestamp tick of its start, where a later write could keep
+    its ctime) is scanned by the tar itself, through the bytes it packs, as every file was before."""
     entries: list[dict[str, Any]] = []
+    pending: list[tuple[int, str, tuple[int, int, int, int], Future[_Scan]]] = []
     compressor = zstandard.ZstdCompressor(compression_params=options.zstd_parameters())
     needle = prefix.encode()
-    with (
-        compressor.stream_writer(out, closefd=False) as zst,
-        tarfile.open(fileobj=zst, mode="w|", format=tarfile.PAX_FORMAT) as tar,
-    ):
-        tar.copybufsize = CHUNK  # type: ignore[attr-defined]  # CPython's; typeshed does not list it
-        for rel in members:
-            path = payload / rel
-            st = path.lstat()
-            info = tarfile.TarInfo(rel)
-            info.mode, info.mtime, info.uid, info.gid, info.uname, info.gname = (
-                stat.S_IMODE(st.st_mode),
-                mtime,
-                0,
-                0,
-                "",
-                "",
-            )
-            if stat.S_ISLNK(st.st_mode):
-                target = _relative_link(path, os.readlink(path), payload, prefix)
-                if target != os.readlink(path):
-                    path.unlink()
-                    path.symlink_to(target)
-                info.type, info.linkname = tarfile.SYMTYPE, target
-                tar.addfile(info)
-                entries.append(
-                    {
-                        "_path": rel,
-                        "path_type": "softlink",
-                        "sha256": _link_digest(path, payload),
-                        "size_in_bytes": len(os.fsencode(target)),
-                    }
+    started_ns = time.time_ns()
+    window = machine_memory_bound_mib() << 20
+    files = [(rel, os.lstat(payload / rel)) for rel in members]
+    pool = ThreadPoolExecutor(max_workers=_scan_threads(), thread_name_prefix="stage-scan")
+    try:
+        scans: dict[str, Future[_Scan]] = {}
+        ahead, queued, packed = 0, 0, 0  # next file to scan; bytes scanned or queued; bytes packed
+
+        def scan_ahead() -> None:
+            nonlocal ahead, queued
+            while ahead < len(files) and queued <= packed + window:
+                rel, st = files[ahead]
+                ahead += 1
+                if stat.S_ISREG(st.st_mode) and st.st_ctime_ns < started_ns - _TICK_NS:
+                    scans[rel] = pool.submit(_scan_file, payload / rel, needle)
+                    queued += st.st_size
+
+        # tarfile's plain writer ("w", not the stream "w|": its 10 KiB record buffer copies
+        # every MiB ~100 times); the same bytes: the records are padded the same way on close
+        with (
+            compressor.stream_writer(out, closefd=False) as zst,
+            tarfile.open(fileobj=zst, mode="w", format=tarfile.PAX_FORMAT) as tar,
+        ):
+            tar.copybufsize = CHUNK  # type: ignore[attr-defined]  # CPython's; typeshed does not list it
+            for rel, listed in files:
+                scan_ahead()
+                path = payload / rel
+                st = path.lstat()
+                if rel in scans and _identity(st) != _identity(listed):  # rewritten, or now a link
+                    raise UsageError(f"{rel}: changed while it was packed")
+                info = tarfile.TarInfo(rel)
+                info.mode, info.mtime, info.uid, info.gid, info.uname, info.gname = (
+                    stat.S_IMODE(st.st_mode),
+                    mtime,
+                    0,
+                    0,
+                    "",
+                    "",
                 )
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                raise UsageError(f"{rel}: neither a file nor a symlink; pack_from_stage packs only those")
-            info.size = st.st_size
-            with path.open("rb") as raw:
-                reader = _ScanningReader(raw, needle)
-                tar.addfile(info, io.BufferedReader(reader, CHUNK))
-            scan = reader.scan
-            if scan.size != st.st_size:
+                if stat.S_ISLNK(st.st_mode):
+                    target = _relative_link(path, os.readlink(path), payload, prefix)
+                    if target != os.readlink(path):
+                        path.unlink()
+                        path.symlink_to(target)
+                    info.type, info.linkname = tarfile.SYMTYPE, target
+                    tar.addfile(info)
+                    entries.append(
+                        {
+                            "_path": rel,
+                            "path_type": "softlink",
+                            "sha256": _link_digest(path, payload),
+                            "size_in_bytes": len(os.fsencode(target)),
+                        }
+                    )
+                    continue
+                if not stat.S_ISREG(st.st_mode):
+                    raise UsageError(f"{rel}: neither a file nor a symlink; pack_from_stage packs only those")
+                info.size = st.st_size
+                ahead_scan = scans.pop(rel, None)
+                with path.open("rb") as raw:
+                    if ahead_scan is None:
+                        reader = _ScanningReader(raw, needle)
+                        tar.addfile(info, io.BufferedReader(reader, CHUNK))
+                        inline: _Scan | None = reader.scanner.result()
+                    else:
+                        tar.addfile(info, raw)
+                        inline = None
+                    after = _identity(os.fstat(raw.fileno()))
+                packed += st.st_size
+                unchanged = after == _identity(st) and (
+                    inline.size == st.st_size if inline is not None else after == _identity(listed)
+                )
+                if not unchanged:
+                    raise UsageError(f"{rel}: changed while it was packed")
+                if inline is not None:
+                    entries.append(_file_entry(rel, inline, prefix, ignore_binary))
+                else:
+                    assert ahead_scan is not None
+                    pending.append((len(entries), rel, after, ahead_scan))
+                    entries.append({})
+        for index, rel, identity, future in pending:  # the scans ran beside the tar: all but done
+            try:
+                scan = future.result()
+            except OSError as exc:
+                raise UsageError(f"{rel}: changed while it was packed ({exc.strerror})") from None
+            if scan.identity != identity:
                 raise UsageError(f"{rel}: changed while it was packed")
-            entries.append(
-                {
-                    "_path": rel,
-                    "path_type": "hardlink",
-                    **_placeholder(
-                        rel, scan, prefix, ignore_binary
-                    ),  # rattler's field order: before the digest
-                    "sha256": scan.sha256.hexdigest(),
-                    "size_in_bytes": scan.size,
-                }
-            )
+            entries[index] = _file_entry(rel, scan, prefix, ignore_binary)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # on a refusal, no scan left reading
     return entries
+
+
+def _file_entry(rel: str, scan: _Scan, prefix: str, ignore_binary: bool) -> dict[str, Any]:
+    return {
+        "_path": rel,
+        "path_type": "hardlink",
+        **_placeholder(rel, scan, prefix, ignore_binary),  # rattler's field order: before the digest
+        "sha256": scan.sha256,
+        "size_in_bytes": scan.size,
+    }
 
 
 def _read_engine_package(
