@@ -27,9 +27,11 @@ from build_processes import (
     cmdline,
     compile_recipe,
     compiling,
+    gate_kinds,
     in_session,
     kill_session,
     open_gates,
+    process_report,
     stat,
     state,
     wait_for,
@@ -66,15 +68,24 @@ def test_ctrl_z_in_an_interactive_shell_stops_the_compilers_and_fg_resumes_them(
         assert condapipe is not None
         session, cc1 = compiling(condapipe, START_S)
         build = in_session(session)
+
+        def explain() -> str:
+            """What a wait that gave up saw: the terminal, every process of the build, the gates."""
+            return (
+                f"--- terminal (last 3000 chars):\n{term.text[-3000:]}\n--- "
+                f"{process_report([term.shell.pid, condapipe], [session])}\n--- gates: {gate_kinds(gates)}"
+            )
+
         assert len(build) >= 5  # the engine, bash, ninja, and per compile gcc and cc1
 
         term.type(b"\x1a")  # Ctrl-Z, as the terminal's line discipline sees it
-        wait_for("the shell did not report the job stopped", lambda: "Stopped" in term.text)
-        wait_for("condapipe did not stop", lambda: state(condapipe) == "T")
+        wait_for("the shell did not report the job stopped", lambda: "Stopped" in term.text, explain=explain)
+        wait_for("condapipe did not stop", lambda: state(condapipe) == "T", explain=explain)
         wait_for(
             "a process of the build kept running",
             lambda: all(state(pid) in ("T", "gone") for pid in in_session(session)),
             SETTLE_S,
+            explain,
         )
         assert all(state(pid) == "T" for pid in cc1)
         time.sleep(1)  # and they stay stopped: nothing continued them behind the shell's back
@@ -83,17 +94,23 @@ def test_ctrl_z_in_an_interactive_shell_stops_the_compilers_and_fg_resumes_them(
 
         term.type(b'fg; echo "EXIT""=$?"\n')  # fg's status is the job's; the echo of what was
         # typed reads EXIT""=, what it prints EXIT=
-        wait_for("condapipe did not resume", lambda: state(condapipe) not in ("T", "gone"))
+        wait_for("condapipe did not resume", lambda: state(condapipe) not in ("T", "gone"), explain=explain)
         wait_for(
             "a process of the build stayed stopped after fg",
             lambda: not any(state(pid) == "T" for pid in in_session(session)),
             SETTLE_S,
+            explain,
         )
-        assert all(state(pid) not in ("T", "gone") for pid in cc1)  # back to compiling (S: reading)
+        assert all(state(pid) not in ("T", "gone") for pid in cc1), explain()  # compiling again
 
         open_gates(gates)  # the compiles finish, and the build with them
-        wait_for("the build never finished", lambda: re.search(r"EXIT=\d", term.text) is not None, START_S)
-        assert "EXIT=0" in term.text, term.text[-3000:]
+        wait_for(
+            "the build never finished",
+            lambda: re.search(r"EXIT=\d", term.text) is not None,
+            START_S,
+            explain,
+        )
+        assert "EXIT=0" in term.text, explain()
         assert [p.name for p in project.glob("channel/*/compiling-1.0-*")]
     finally:
         with contextlib.suppress(OSError):
