@@ -9,6 +9,7 @@ state it needs, with generous ceilings, and lets the compile finish when it choo
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import signal
@@ -63,18 +64,34 @@ def compile_recipe(root: Path, engine: str = "rattler-build") -> tuple[Path, dic
     return recipe, gates
 
 
-def open_gates(gates: dict[str, Path]) -> None:
-    """Let both compiles finish: each cc1 reads its function from its gate. Gates nobody reads
-    (no compile waits on them) become plain files, for a compile still to come."""
+def open_gates(gates: dict[str, Path], readers_s: float = 0.0) -> None:
+    """Let both compiles finish: each cc1 reads its function from its gate.
+
+    A compile waiting in its gate's open() counts as the FIFO's reader; one stopped (Ctrl-Z) does
+    not, nor one just continued until it has restarted that open() from the path. A gate replaced
+    in that moment keeps the compile waiting for good on the FIFO it found, so a caller whose
+    compiles are alive gives `readers_s`: each gate is written once its compile is there. A gate
+    nobody comes to read within that becomes a plain file, for a compile still to come (renamed
+    into place: an open() finds the FIFO or the whole file, never no file or half of one)."""
     for name, gate in gates.items():
-        try:
-            fd = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
-        except OSError:  # no reader
-            gate.unlink()
-            gate.write_text(f"static int gated_{name}(void) {{ return 1; }}\n")
+        text = f"static int gated_{name}(void) {{ return 1; }}\n".encode()
+        deadline = time.monotonic() + readers_s
+        while True:
+            try:
+                fd = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
+                break
+            except OSError as exc:  # ENXIO: no reader (yet)
+                if exc.errno != errno.ENXIO or time.monotonic() >= deadline:
+                    fd = -1
+                    break
+                time.sleep(0.01)
+        if fd < 0:
+            plain = gate.with_name(f"{gate.name}.plain")
+            plain.write_bytes(text)
+            os.replace(plain, gate)
             continue
         os.set_blocking(fd, True)
-        os.write(fd, f"static int gated_{name}(void) {{ return 1; }}\n".encode())
+        os.write(fd, text)
         os.close(fd)
 
 

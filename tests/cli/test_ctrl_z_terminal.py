@@ -103,7 +103,9 @@ def test_ctrl_z_in_an_interactive_shell_stops_the_compilers_and_fg_resumes_them(
         )
         assert all(state(pid) not in ("T", "gone") for pid in cc1), explain()  # compiling again
 
-        open_gates(gates)  # the compiles finish, and the build with them
+        # The compiles finish, and the build with them (each gate written once its compile is back
+        # in the gate's open(), which a stopped compile left and restarts once continued).
+        open_gates(gates, readers_s=SETTLE_S)
         wait_for(
             "the build never finished",
             lambda: re.search(r"EXIT=\d", term.text) is not None,
