@@ -9,9 +9,11 @@ state it needs, with generous ceilings, and lets the compile finish when it choo
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import signal
+import stat as stat_mod
 import subprocess
 import sys
 import termios
@@ -62,18 +64,34 @@ def compile_recipe(root: Path, engine: str = "rattler-build") -> tuple[Path, dic
     return recipe, gates
 
 
-def open_gates(gates: dict[str, Path]) -> None:
-    """Let both compiles finish: each cc1 reads its function from its gate. Gates nobody reads
-    (no compile waits on them) become plain files, for a compile still to come."""
+def open_gates(gates: dict[str, Path], readers_s: float = 0.0) -> None:
+    """Let both compiles finish: each cc1 reads its function from its gate.
+
+    A compile waiting in its gate's open() counts as the FIFO's reader; one stopped (Ctrl-Z) does
+    not, nor one just continued until it has restarted that open() from the path. A gate replaced
+    in that moment keeps the compile waiting for good on the FIFO it found, so a caller whose
+    compiles are alive gives `readers_s`: each gate is written once its compile is there. A gate
+    nobody comes to read within that becomes a plain file, for a compile still to come (renamed
+    into place: an open() finds the FIFO or the whole file, never no file or half of one)."""
     for name, gate in gates.items():
-        try:
-            fd = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
-        except OSError:  # no reader
-            gate.unlink()
-            gate.write_text(f"static int gated_{name}(void) {{ return 1; }}\n")
+        text = f"static int gated_{name}(void) {{ return 1; }}\n".encode()
+        deadline = time.monotonic() + readers_s
+        while True:
+            try:
+                fd = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
+                break
+            except OSError as exc:  # ENXIO: no reader (yet)
+                if exc.errno != errno.ENXIO or time.monotonic() >= deadline:
+                    fd = -1
+                    break
+                time.sleep(0.01)
+        if fd < 0:
+            plain = gate.with_name(f"{gate.name}.plain")
+            plain.write_bytes(text)
+            os.replace(plain, gate)
             continue
         os.set_blocking(fd, True)
-        os.write(fd, f"static int gated_{name}(void) {{ return 1; }}\n".encode())
+        os.write(fd, text)
         os.close(fd)
 
 
@@ -145,11 +163,15 @@ def compilers(session: int) -> list[int]:
     return [pid for pid in in_session(session) if comm(pid) == "cc1"]
 
 
-def wait_for(what: str, check: Callable[[], bool], seconds: float = SETTLE_S) -> float:
-    """Poll `check` until true; fail naming `what` after `seconds`. Returns the seconds it took."""
+def wait_for(
+    what: str, check: Callable[[], bool], seconds: float = SETTLE_S, explain: Callable[[], str] | None = None
+) -> float:
+    """Poll `check` until true; fail naming `what` after `seconds`, followed by what `explain` says
+    of the moment it gave up. Returns the seconds it took."""
     start = time.monotonic()
     while not check():
-        assert time.monotonic() - start < seconds, f"{what} (after {seconds:.0f}s)"
+        if time.monotonic() - start >= seconds:
+            raise AssertionError(f"{what} (after {seconds:.0f}s)" + (f"\n{explain()}" if explain else ""))
         time.sleep(0.05)
     return time.monotonic() - start
 
@@ -169,6 +191,70 @@ def compiling(condapipe_pid: int, seconds: float = START_S) -> tuple[int, list[i
 
     wait_for("the two compiles never started", both_compile, seconds)
     return int(found["session"]), list(found["cc1"])  # type: ignore[call-overload]
+
+
+def wchan(pid: int) -> str:
+    """The kernel function a sleeping process waits in (`pipe_read`, `do_signal_stop`), "0" when running."""
+    try:
+        return Path(f"/proc/{pid}/wchan").read_text().strip() or "-"
+    except OSError:
+        return "?"
+
+
+def open_files(pid: int, most: int = 12) -> str:
+    """`fd=target` of a process's open files (a FIFO unlinked under a reader reads `(deleted)`)."""
+    try:
+        fds = sorted(os.listdir(f"/proc/{pid}/fd"), key=int)
+    except OSError:
+        return "?"
+    shown = []
+    for fd in fds[:most]:
+        with contextlib.suppress(OSError):
+            shown.append(f"{fd}={os.readlink(f'/proc/{pid}/fd/{fd}')}")
+    return " ".join(shown) + (f" (+{len(fds) - most} more)" if len(fds) > most else "")
+
+
+def process_report(roots: list[int], sessions: list[int]) -> str:
+    """One line per process of `roots`, their descendants and every process of `sessions`: pid,
+    parent, state, wchan, command line and open files, for a test that gives up waiting to say
+    what the build was doing."""
+    parents: dict[int, int] = {}
+    sessions_of: dict[int, int] = {}
+    for pid in all_pids():
+        fields = stat(pid)
+        if fields:
+            parents[pid], sessions_of[pid] = int(fields[1]), int(fields[3])
+    chosen = [pid for pid in roots if pid in parents]
+    todo = list(chosen)
+    while todo:
+        parent = todo.pop()
+        for pid, ppid in parents.items():
+            if ppid == parent and pid not in chosen:
+                chosen.append(pid)
+                todo.append(pid)
+    chosen += [pid for pid, session in sessions_of.items() if session in sessions and pid not in chosen]
+    lines = [f"processes of {roots} (and below) and of session(s) {sessions}: {len(chosen)}"]
+    for pid in chosen:
+        lines.append(
+            f"  {pid} ppid={parents.get(pid)} sid={sessions_of.get(pid)} state={state(pid)} "
+            f"wchan={wchan(pid)} cmd={cmdline(pid)[:200]!r} fds: {open_files(pid)}"
+        )
+    gone = [pid for pid in roots if pid not in parents]
+    if gone:
+        lines.append(f"  gone (or zombies): {gone}")
+    return "\n".join(lines)
+
+
+def gate_kinds(gates: dict[str, Path]) -> str:
+    """`a=fifo b=file`: which gates are still FIFOs (a compile may wait on them) and which were
+    replaced by plain files."""
+    kinds = []
+    for name, gate in gates.items():
+        try:
+            kinds.append(f"{name}={'fifo' if stat_mod.S_ISFIFO(gate.lstat().st_mode) else 'file'}")
+        except OSError:
+            kinds.append(f"{name}=missing")
+    return " ".join(kinds)
 
 
 def kill_session(session: int) -> None:

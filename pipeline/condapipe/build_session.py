@@ -194,11 +194,21 @@ def _stops_with_us(session: int) -> Iterator[None]:
         yield
         return
 
+    stopping = False
+
     def on_tstp(signum: int, frame: object) -> None:
-        pause(session)
+        # Python runs a handler inside another: a second Ctrl-Z while the first one stops the build
+        # would pause, stop and (on fg) resume it, then return into the first one, which would
+        # stop it all again. The stop under way answers both.
+        nonlocal stopping
+        if stopping:
+            return
+        stopping = True
         try:
+            pause(session)
             os.kill(os.getpid(), signal.SIGSTOP)  # returns once something sends SIGCONT
         finally:  # also when the signal that woke us (a hang-up, SIGTERM) raises here
+            stopping = False  # a Ctrl-Z from now on (fg done) stops the build again
             resume(session)
 
     before = signal.signal(signal.SIGTSTP, on_tstp)

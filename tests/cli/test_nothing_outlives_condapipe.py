@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from build_processes import (
+    SETTLE_S,
     alive,
     build_argv,
     compile_recipe,
@@ -111,7 +112,7 @@ def test_a_rerun_while_the_build_runs_refuses_in_one_line_naming_its_pid(
         assert f"kill {proc.pid}" in lines[-1]
         assert all(alive(pid) for pid in cc1)  # the refusal touched nothing of the running build
 
-        open_gates(gates)
+        open_gates(gates, readers_s=SETTLE_S)  # both compiles are alive, at (or on their way to) their gates
         _, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err
     finally:
