@@ -12,14 +12,18 @@ the info files written beside it (condapipe.package.stage_pack); the plan's fix 
 places that package into its output, moves the tree along (move_with).
 
 Beside `<dir>/<package>`: `<dir>/.<package>.tree/` and `<dir>/.<package>.tree.json` (hidden:
-never taken for a package or published).
+never taken for a package or published). A tree read for the last time is renamed out of the way
+at once and removed beside the steps that follow (`discard_soon`; removing 3.4 GB of files is
+cleanup, not verification); the plan runner waits for those removals before it returns.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
+import threading
 from pathlib import Path
 
 from condapipe.hashing import FileDigest, hash_file
@@ -27,6 +31,10 @@ from condapipe.package import pass_record
 from condapipe.package.io import write_atomic
 
 _VERSION = 1
+_REMOVING = ".removing-"  # `.<package>.tree.removing-<pid>-<n>`: a tree on its way out
+_removals: list[threading.Thread] = []
+_removals_lock = threading.Lock()
+_numbers = itertools.count()
 
 
 def tree_path(package: Path) -> Path:
@@ -103,3 +111,50 @@ def discard(package: Path) -> None:
     """Remove a kept tree and its record (after use, or before a new one is kept)."""
     record_path(package).unlink(missing_ok=True)
     shutil.rmtree(tree_path(package), ignore_errors=True)
+
+
+def discard_soon(package: Path) -> None:
+    """Discard the kept tree without waiting for its files to go: its record goes and the tree is
+    renamed away at once (nothing can read or trust it after this returns); a thread removes it,
+    with any tree of the same package an interrupted run left on its way out. Whoever calls this
+    calls wait_for_removals() before the work is done (the plan runner does)."""
+    record_path(package).unlink(missing_ok=True)
+    tree = tree_path(package)
+    target = tree.with_name(f"{tree.name}{_REMOVING}{os.getpid()}-{next(_numbers)}")
+    doomed: list[Path] = []
+    try:
+        os.rename(tree, target)
+        doomed.append(target)
+    except FileNotFoundError:
+        pass
+    except OSError:  # not renamable (a mount point, no permission): removed here and now
+        shutil.rmtree(tree, ignore_errors=True)
+    stale = [p for p in package.parent.glob(f"{glob_escape(tree.name)}{_REMOVING}*") if p not in doomed]
+    targets = doomed + stale
+    if not targets:
+        return
+    worker = threading.Thread(target=_remove_all, args=(targets,), name="kept-tree-removal", daemon=True)
+    with _removals_lock:
+        _removals.append(worker)
+    worker.start()
+
+
+def wait_for_removals() -> None:
+    """Return once every tree discard_soon handed over is gone."""
+    with _removals_lock:
+        pending, _removals[:] = list(_removals), []
+    for worker in pending:
+        worker.join()
+
+
+def _remove_all(paths: list[Path]) -> None:
+    for path in paths:
+        if path.is_symlink() or not path.is_dir():
+            path.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def glob_escape(name: str) -> str:
+    """`name` matched literally by Path.glob (package names may hold `[`)."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)

@@ -332,21 +332,26 @@ def run_plan(
         state = StateFile(plan.state_path)
         pending: set[str] = set()  # stays empty: a step that ran is recorded before the next decides
         failure: CondapipeError | None = None
-        for step in plan.steps:
-            if failure is not None:
-                results.append(StepResult(step, "not-run", "an earlier step failed"))
-                continue
-            decision = decide(step, state, pending)
-            if not decision.run:
-                status = "skipped" if step.skip_reason else "unchanged"
-                results.append(StepResult(step, status, decision.reason, record=state.get(step.id)))
-                if display:
-                    display.finished(step, status, decision.reason, 0.0)
-                continue
-            result = _run_step(step, plan, state, decision, display)
-            results.append(result)
-            if result.status == "failed":
-                failure = result.exception
+        try:
+            for step in plan.steps:
+                if failure is not None:
+                    results.append(StepResult(step, "not-run", "an earlier step failed"))
+                    continue
+                decision = decide(step, state, pending)
+                if not decision.run:
+                    status = "skipped" if step.skip_reason else "unchanged"
+                    results.append(StepResult(step, status, decision.reason, record=state.get(step.id)))
+                    if display:
+                        display.finished(step, status, decision.reason, 0.0)
+                    continue
+                result = _run_step(step, plan, state, decision, display)
+                results.append(result)
+                if result.status == "failed":
+                    failure = result.exception
+        finally:  # kept trees a step discarded are removed beside the later steps: gone before we return
+            from condapipe.package import tree_record
+
+            tree_record.wait_for_removals()
         outcome = PlanResult(plan, tuple(results), time.monotonic() - start)
         if failure is not None:
             raise PlanFailed(outcome, failure)

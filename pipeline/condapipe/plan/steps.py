@@ -307,7 +307,7 @@ def verify_action(
             try:
                 report = verify_package(pkg, archs=archs, dep_libs=(*dso_allowlist, *provided))
             finally:
-                tree_record.discard(pkg)  # fix's kept tree: read once, then gone
+                tree_record.discard_soon(pkg)  # fix's kept tree: read once, then removed beside later steps
             reports[pkg.name] = report.to_dict()
             hashes = " (file hashes from the packing pass)" if report.hashes_from == "packing pass" else ""
             ctx.log.write(f"{pkg.name}: verified from the {report.read_from}{hashes}")
