@@ -169,6 +169,16 @@ def test_a_source_that_cannot_be_downloaded_stops_the_dry_run_as_the_build() -> 
     assert not Path("channel").exists() or not any(Path("channel").rglob("*.conda"))
 
 
+def test_a_build_stopped_by_doctor_also_names_the_source_that_cannot_be_downloaded() -> None:
+    """Every preflight problem is said at once (a low disk must not hide an unreachable source)."""
+    common = ["build", "magma", "--cuda", "13.0", "--arch", "9.0", "--build-tools", "wheels", "--offline"]
+    for extra in (("--dry-run",), ()):
+        result = cli(*common, "--output-dir", "/proc/condapipe-out", *extra)
+        assert result.exit_code == 3, result.stderr
+        assert "a kernel file system" in result.stderr
+        assert "cannot be downloaded: http://icl.utk.edu/" in result.stderr
+
+
 def test_the_source_probe_tells_a_served_file_from_a_refused_or_missing_one(tmp_path: Path) -> None:
     import http.server
     import threading

@@ -162,10 +162,13 @@ def build_family(request: FamilyBuild) -> PlanResult | None:
             raise resolution.problem()
         raise_source_problems(sources)
         return None
-    doctor.raise_if_blocking(force=request.force, doctor_command=request.doctor_command)
     plan = make_family_plan(
         request.spec, options, request.variant, request.companions, request.companion_sources
     )
+    if doctor.stops(request.force):  # say every preflight problem at once, as the dry run does
+        for problem in source_problems(plan, offline=request.offline) if not request.as_json else ():
+            err_console.print(problem.line(), soft_wrap=True, markup=False, highlight=False)
+    doctor.raise_if_blocking(force=request.force, doctor_command=request.doctor_command)
     resolution = resolve_before_building(
         plan, request.channels, run_tests=options.run_tests, dry_run=False, as_json=request.as_json
     )
