@@ -55,4 +55,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from rattler_teardown import exit_now  # scripts/: py-rattler may crash at teardown
+
+    exit_now(main())

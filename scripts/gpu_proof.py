@@ -387,4 +387,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from rattler_teardown import exit_now  # scripts/: py-rattler may crash at teardown
+
+    exit_now(main())

@@ -24,7 +24,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -219,4 +218,6 @@ def finish(out: Path, result: dict[str, object]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from rattler_teardown import exit_now  # scripts/: py-rattler may crash at teardown
+
+    exit_now(main())

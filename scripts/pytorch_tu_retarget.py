@@ -51,7 +51,7 @@ def main() -> int:
     parser.add_argument("--build", type=Path, required=True, help="configured build folder")
     parser.add_argument("--src", type=Path, required=True, help="source tree to compile")
     parser.add_argument("--cuda-home", type=Path, required=True)
-    parser.add_argument("--arch", default="90", help="SM numbers, comma-separated, e.g. 90 or 75,80,90")
+    parser.add_argument("--arch", default="90", help="SM numbers, comma-separated: 90; 75,80; 110,120+PTX")
     parser.add_argument("--out", type=Path, required=True, help="folder for objects and logs")
     parser.add_argument("--host-cxx", default="/usr/bin/g++")
     parser.add_argument("tu", help="tree-relative source path")
@@ -81,7 +81,10 @@ def main() -> int:
     source = str(args.src / args.tu)
     if stmt["rule"].startswith("CUDA_COMPILER"):
         for arch in args.arch.split(","):  # "75,90": one -gencode each, as a multi-arch build has them
-            flags += f" -gencode arch=compute_{arch},code=sm_{arch}"
+            number = arch.removesuffix("+PTX")
+            flags += f" -gencode arch=compute_{number},code=sm_{number}"
+            if arch.endswith("+PTX"):  # "120+PTX": the PTX too, as TORCH_CUDA_ARCH_LIST's 12.0+PTX
+                flags += f" -gencode arch=compute_{number},code=compute_{number}"
         cmd = (
             f"{args.cuda_home}/bin/nvcc -forward-unknown-to-host-compiler -ccbin={args.host_cxx} "
             f"{stmt.get('DEFINES', '')} {includes} {flags} -x cu -c {shlex.quote(source)} -o {out}"
