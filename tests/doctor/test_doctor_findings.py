@@ -145,9 +145,10 @@ def test_pytorch_max_jobs_uses_the_memory_per_job_of_its_variant_kind(tmp_path: 
     roomy = run_doctor(spec, machine(tmp_path, meminfo=str(meminfo(tmp_path, 5 * per_job * 1024 * 1024))))
     assert roomy.max_jobs == 5 and not [f for f in roomy.blocking if f.check == "ram"]
     small = run_doctor(spec, machine(tmp_path, meminfo=str(meminfo(tmp_path, (per_job - 1) * 1024 * 1024))))
-    assert [f.check for f in small.blocking] == ["ram"]
+    # the disk finding depends on this machine's free space, not on the memory asked about here
+    assert [f.check for f in small.blocking if f.check != "disk"] == ["ram"]
     floor = max(per_job, profile("pytorch").doctor.min_ram_gib)  # the profile's `doctor:` section
-    assert f"needs at least {floor:g}" in small.blocking[0].message
+    assert f"needs at least {floor:g}" in next(f for f in small.blocking if f.check == "ram").message
 
 
 def test_a_user_max_jobs_beyond_the_ram_is_kept_but_warned_about(tmp_path: Path) -> None:
