@@ -340,12 +340,13 @@ def test_torchvisions_host_env_solves_against_the_pytorch_this_plan_builds(tmp_p
         (tmp_path / name).mkdir()
         (tmp_path / name / "version.txt").write_text(f"{version}\n")
     (tmp_path / "condapipe.toml").write_text(f'[packages.torchvision]\nsource = "{tmp_path / "vision"}"\n')
+    # --force: a machine with little free disk must not stop the dry run before the solve
     code, out, err = condapipe(
         "build", "pytorch", "--version", "2.6.0", "--cuda", "cpu", "--python", "3.11",
         "--with", "torchvision", "--source", str(tmp_path / "torch"),
         "--config", str(tmp_path / "condapipe.toml"), "-c", str(deps), "--override-channels", "--no-test",
         "--dry-run", "--json", "--force", cwd=tmp_path,
-    )  # fmt: skip  (--force: a machine with little free disk must not stop the dry run before the solve)
+    )  # fmt: skip
     assert code == 0, err
     envs = json.loads(out)["resolve"]["environments"]
     (host,) = [e for e in envs if e["job"].startswith("torchvision-") and e["kind"] == "host"]
